@@ -24,6 +24,12 @@
  * + `pg` + one group-committed INSERT per batch, no governance): what any Node.js gateway with an
  * audit-before-answer costs on this machine in the same run, the floor under the 250 µs target.
  *
+ * Per side and round it also counts, from /proc/PID/io and /proc/PID/status, the gateway's read and
+ * write system calls (syscr, syscw) and its voluntary context switches (the event loop waiting for
+ * the kernel) per call; with BENCH_TRACE_GC=1 every side runs with `--trace-gc` and the collections
+ * it prints (scavenges, mark-compacts) and their pause milliseconds are counted per call too (h28z:
+ * why the gateway's ratio to the floor differs between machines).
+ *
  * Environment: BEFORE_ROOT (a checkout with a fresh `npm run build`), BENCH_BEFORE_VARS and
  * BENCH_AFTER_VARS (JSON objects of INTERLOCK_* variables for one side only: the same tree twice with
  * one setting changed, e.g. the result cache off), BENCH_ROUNDS (5),
@@ -31,6 +37,7 @@
  * `source` runs the TypeScript through tsx). Both gateways must have an up-to-date dist/ unless
  * BENCH_RUNTIME=source (the child refuses to start otherwise). Run: `npx tsx bench/cost-per-call.ts`.
  */
+import { readFileSync } from 'node:fs';
 import { loadavg } from 'node:os';
 import path from 'node:path';
 import pg from 'pg';
@@ -77,6 +84,49 @@ interface Acc {
   writes: Map<string, number>;
   busy: number[];
   load: number[];
+  /** Read + write system calls per call, voluntary context switches per call. */
+  syscalls: number[];
+  switches: number[];
+  /** With BENCH_TRACE_GC=1: collections per 1,000 calls (scavenges, mark-compacts) and pause µs per call. */
+  scavenges: number[];
+  markCompacts: number[];
+  gcPauseUs: number[];
+}
+
+/** The process's read and write system calls (/proc/PID/io) and voluntary context switches (/proc/PID/status) so far. */
+function procCounts(pid: number): { syscalls: number; switches: number } {
+  const io = readFileSync(`/proc/${pid}/io`, 'utf8');
+  const st = readFileSync(`/proc/${pid}/status`, 'utf8');
+  const get = (text: string, k: string) => Number(new RegExp(`^${k}:\\s+(\\d+)`, 'm').exec(text)?.[1] ?? NaN);
+  return { syscalls: get(io, 'syscr') + get(io, 'syscw'), switches: get(st, 'voluntary_ctxt_switches') };
+}
+
+/** Collections a `--trace-gc` process printed so far (counted from its stdout). */
+interface GcCount {
+  scavenges: number;
+  markCompacts: number;
+  pauseMs: number;
+  /** The last six lines counted. */
+  last: string[];
+}
+
+/** Counts the `--trace-gc` lines of `gw`'s stdout from now on. */
+function countGc(gw: GatewayChild): GcCount {
+  const n: GcCount = { scavenges: 0, markCompacts: 0, pauseMs: 0, last: [] };
+  let rest = '';
+  gw.proc.stdout!.on('data', (b: Buffer) => {
+    const lines = (rest + b.toString()).split('\n');
+    rest = lines.pop() ?? '';
+    for (const line of lines) {
+      const m = /\b(Scavenge|Mark-Compact|Mark-sweep|Minor Mark-Compact)\b.*?MB, (?:pooled: [\d.]+ MB, )?([\d.]+) \/ ([\d.]+) ms/.exec(line);
+      if (!m) continue;
+      n.last = [...n.last.slice(-5), line.replace(/^\[[^\]]*\]\s*/, '')];
+      if (m[1] === 'Scavenge' || m[1] === 'Minor Mark-Compact') n.scavenges++;
+      else n.markCompacts++;
+      n.pauseMs += Number(m[2]);
+    }
+  });
+  return n;
 }
 
 const range = (xs: number[]) => `${round(Math.min(...xs), 0)}–${round(Math.max(...xs), 0)}`;
@@ -94,6 +144,8 @@ async function main(): Promise<void> {
   const runtime = process.env.BENCH_RUNTIME ?? 'compiled';
   const withFloor = process.env.BENCH_FLOOR === '1';
   const cachedReads = process.env.BENCH_CACHED === '1';
+  const traceGc = process.env.BENCH_TRACE_GC === '1';
+  const gcFlags = traceGc ? ['--trace-gc'] : [];
   console.log(`# cost-per-call: CPU per ${cachedReads ? 'cached' : 'uncached'} point read at c=${c}, wrk-driven${before ? `, before = ${before} vs after = ${ROOT}` : ''}`);
   console.log(machineLine());
   console.log(`${rounds} rounds × ${durationMs / 1000} s per side, runtime ${runtime}; load average at start ${loadavg().map((x) => x.toFixed(2)).join(' ')}`);
@@ -104,11 +156,12 @@ async function main(): Promise<void> {
     const control = new pg.Client({ connectionString: env.controlUrl, application_name: 'interlock-bench-counters' });
     await control.connect();
     try {
-      if (before) gws.before = await startServe({ ...vars, ...sideVars('BENCH_BEFORE_VARS') }, [], before);
-      gws.after = await startServe({ ...vars, ...sideVars('BENCH_AFTER_VARS') }, [], ROOT);
+      if (before) gws.before = await startServe({ ...vars, ...sideVars('BENCH_BEFORE_VARS') }, gcFlags, before);
+      gws.after = await startServe({ ...vars, ...sideVars('BENCH_AFTER_VARS') }, gcFlags, ROOT);
       for (const gw of Object.values(gws)) await preflight(gw.url, env.apiKey, pool);
       // The audited Node floor (node:http + pg + a group-committed audit INSERT, no governance) as a same-run baseline.
-      if (withFloor) gws['node-floor-audit'] = await startTsChild('bench/lib/node-floor-server.ts', { BENCH_FLOOR_READER: JSON.stringify(env.reader), BENCH_FLOOR_SQL: POINT_SQL, BENCH_FLOOR_POOL: String(SOURCE_POOL_SIZE), BENCH_FLOOR_AUDIT_URL: env.controlUrl });
+      if (withFloor) gws['node-floor-audit'] = await startTsChild('bench/lib/node-floor-server.ts', { BENCH_FLOOR_READER: JSON.stringify(env.reader), BENCH_FLOOR_SQL: POINT_SQL, BENCH_FLOOR_POOL: String(SOURCE_POOL_SIZE), BENCH_FLOOR_AUDIT_URL: env.controlUrl }, gcFlags);
+      const gcs = new Map(Object.entries(gws).map(([name, gw]) => [name, countGc(gw)]));
       const headers = { 'Content-Type': 'application/json', Accept: 'application/json, text/event-stream', 'MCP-Protocol-Version': BENCH_PROTOCOL_VERSION, Authorization: `Bearer ${env.apiKey}` };
       const ids = Array.from({ length: 256 }, (_, i) => 1 + ((i * 7919) % TRACKS));
       const bodies = ids.map((id) => JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'interlock_query', arguments: { source_id: 'chinook', sql: POINT_SQL, params: [id] } } }));
@@ -129,15 +182,19 @@ async function main(): Promise<void> {
           const meter = new CpuMeter({ gateway: { pids: [gw.pid] }, controlDb, sourceDb });
           const j0 = machineJiffies();
           const s0 = procCpuSplitMs(gw.pid);
+          const p0 = procCounts(gw.pid);
+          const gc0 = { ...gcs.get(name)! };
           await meter.start();
           const x = await drive(gw, durationMs);
           const cpu = await meter.stop();
           const s1 = procCpuSplitMs(gw.pid);
+          const p1 = procCounts(gw.pid);
+          const gc1 = gcs.get(name)!;
           const j1 = machineJiffies();
           await meter.close();
           await sleep(1100);
           const c1 = await controlCounters(control);
-          const a: Acc = acc.get(name) ?? { calls: 0, ms: 0, gateway: [], system: [], controlDb: [], sourceDb: [], driver: [], commits: 0, scans: new Map(), writes: new Map(), busy: [], load: [] };
+          const a: Acc = acc.get(name) ?? { calls: 0, ms: 0, gateway: [], system: [], controlDb: [], sourceDb: [], driver: [], commits: 0, scans: new Map(), writes: new Map(), busy: [], load: [], syscalls: [], switches: [], scavenges: [], markCompacts: [], gcPauseUs: [] };
           const n = x.allOps;
           a.calls += n;
           a.ms += x.elapsedMs;
@@ -155,6 +212,11 @@ async function main(): Promise<void> {
             const d = v - (c0.writes.get(rel) ?? 0);
             if (d) a.writes.set(rel, (a.writes.get(rel) ?? 0) + d);
           }
+          a.syscalls.push((p1.syscalls - p0.syscalls) / n);
+          a.switches.push((p1.switches - p0.switches) / n);
+          a.scavenges.push(((gc1.scavenges - gc0.scavenges) * 1000) / n);
+          a.markCompacts.push(((gc1.markCompacts - gc0.markCompacts) * 1000) / n);
+          a.gcPauseUs.push(((gc1.pauseMs - gc0.pauseMs) * 1000) / n);
           a.busy.push((100 * (j1.busy - j0.busy)) / Math.max(1, j1.total - j0.total));
           a.load.push(loadavg()[0]);
           acc.set(name, a);
@@ -172,6 +234,12 @@ async function main(): Promise<void> {
           }),
         ),
       );
+      console.log(`\ngateway process per call, median of ${rounds} rounds: system calls (read + write, /proc/PID/io), voluntary context switches${traceGc ? ', collections per 1,000 calls and GC pause µs per call (--trace-gc)' : ''}:`);
+      console.log(table(['side', 'syscalls', 'ctx switches', ...(traceGc ? ['scavenges /1k', 'mark-compacts /1k', 'GC pause µs'] : [])], names.map((n) => {
+        const a = acc.get(n)!;
+        return [n, median(a.syscalls).toFixed(2), median(a.switches).toFixed(2), ...(traceGc ? [median(a.scavenges).toFixed(1), median(a.markCompacts).toFixed(2), median(a.gcPauseUs).toFixed(1)] : [])];
+      })));
+      if (traceGc) for (const [name, g] of gcs) console.log(`last collections of ${name}:\n  ${g.last.join('\n  ')}`);
       if (before) {
         const b = acc.get('before')!;
         const a = acc.get('after')!;

@@ -73,6 +73,110 @@ export function summarise(p: Profile, fromUs = 0): { frames: Array<[string, numb
   return { frames: sort(frames), areas: sort(areas), totalMs: total };
 }
 
+/** Files of dist/src (path below src/, without extension) → the phase of a call they belong to (issue 28, h28z). Checked in order; the first prefix that matches wins. */
+const PHASE_OF_FILE: Array<[string, string]> = [
+  ['protocol/tool-results', 'answer serialisation'],
+  ['protocol/envelopes', 'answer serialisation'],
+  ['pipeline/rows-json', 'answer serialisation'],
+  ['protocol/audit-commit', 'audit row + writer'],
+  ['audit/', 'audit row + writer'],
+  ['protocol/dispatch', 'dispatch bookkeeping'],
+  ['protocol/', 'HTTP edge + JSON-RPC'],
+  ['transport/', 'HTTP edge + JSON-RPC'],
+  ['server', 'HTTP edge + JSON-RPC'],
+  ['pipeline/01-identity', 'identity'],
+  ['control/keys', 'identity'],
+  ['control/identities', 'identity'],
+  ['auth/', 'identity'],
+  ['pipeline/hierarchy-check', 'hierarchy guard'],
+  ['sources/postgres/hierarchy', 'hierarchy guard'],
+  ['pipeline/analysis-cache', 'analysis'],
+  ['pipeline/audit-facts', 'analysis'],
+  ['sql/', 'analysis'],
+  ['pipeline/02-source', 'policy / authorize / rate'],
+  ['pipeline/03-authorize', 'policy / authorize / rate'],
+  ['pipeline/04-policy', 'policy / authorize / rate'],
+  ['pipeline/05-rate-limit', 'policy / authorize / rate'],
+  ['pipeline/06-write-safety', 'policy / authorize / rate'],
+  ['pipeline/row-', 'policy / authorize / rate'],
+  ['governance/', 'policy / authorize / rate'],
+  ['control/rate-store', 'policy / authorize / rate'],
+  ['pipeline/cache', 'result cache'],
+  ['pipeline/08-redact', 'redaction'],
+  ['sources/postgres/values', 'source leg: decode'],
+  ['sources/postgres/raw-json', ''],
+  ['pipeline/07-execute', 'source leg'],
+  ['sources/', 'source leg'],
+  ['pipeline/query', 'query orchestration'],
+  ['observability/', 'metrics + logging'],
+  ['control/', 'control store'],
+  ['errors/', ''],
+];
+/** Native frames that are the socket's system calls (kernel time and descheduling under them). */
+const SYSCALL_FRAMES = new Set(['writev', 'writeBuffer', 'writeUtf8String', 'writeLatin1String', 'writeAsciiString', 'close', 'shutdown']);
+
+/** The phase of one sample's stack (leaf first): the innermost frame of dist/src that names one, else the leaf's library. */
+function phaseOfStack(stack: ProfileNode[]): string {
+  const leaf = stack[0].callFrame;
+  let srcPhase: string | undefined;
+  for (const n of stack) {
+    const s = /\/dist\/src\/(.*)\.js$/.exec(n.callFrame.url);
+    if (!s) continue;
+    const hit = PHASE_OF_FILE.find(([prefix]) => s[1].startsWith(prefix));
+    if (hit && hit[1] === '') continue;
+    srcPhase = hit ? hit[1] : `other src (${s[1]})`;
+    break;
+  }
+  if (!leaf.url && SYSCALL_FRAMES.has(leaf.functionName)) {
+    const under = stack.some((n) => /node_modules\/pg\//.test(n.callFrame.url)) ? 'pg connections' : srcPhase ?? 'other';
+    return `socket write syscall (${under === 'HTTP edge + JSON-RPC' || under === 'dispatch bookkeeping' || under === 'answer serialisation' ? 'HTTP answer' : under})`;
+  }
+  if (srcPhase) return srcPhase;
+  const area = areaOf(leaf.url, leaf.functionName);
+  if (area === 'lru-cache') return 'result cache';
+  if (area === 'prom-client') return 'metrics + logging';
+  if (area === 'pino' || area === 'pino-std-serializers') return 'metrics + logging';
+  if (area === 'opossum') return 'source leg';
+  if (area === 'pg' || area === 'pg-protocol' || area === 'pg-pool' || area === 'pg-types') return 'pg driver, outside src (source and audit connections)';
+  if (area === 'GC') return 'GC';
+  if (area === '(program)') return '(program)';
+  if (leaf.functionName === 'runMicrotasks' || leaf.functionName === 'processTicksAndRejections') return 'promise / tick machinery';
+  if (area === 'node internals') return 'node http/net/timers, outside src';
+  if (area === 'native/V8') return 'native, outside src';
+  return `other (${area})`;
+}
+
+/**
+ * Busy time per phase of a call (HTTP edge, identity, analysis, policy, source leg, decode, result
+ * cache, answer serialisation, audit, metrics, GC…; PHASE_OF_FILE), in ms, from a .cpuprofile's
+ * samples at or after `fromUs`: each sample goes to the innermost frame of dist/src on its stack
+ * that names a phase (so a library called from our code counts for the phase that called it), the
+ * socket system calls apart, else to the leaf's library (pg's parser on a socket 'data' event
+ * serves both the source and the audit connections). Idle samples are left out.
+ */
+export function phases(p: Profile, fromUs = 0): Array<[string, number]> {
+  const byId = new Map(p.nodes.map((n) => [n.id, n]));
+  const parent = new Map<number, number>();
+  for (const n of p.nodes) for (const c of n.children ?? []) parent.set(c, n.id);
+  const memo = new Map<number, string>();
+  const out = new Map<string, number>();
+  let t = p.startTime;
+  for (let i = 0; i < p.samples.length; i++) {
+    t += p.timeDeltas[i] ?? 0;
+    if (t < fromUs) continue;
+    const id = p.samples[i];
+    let ph = memo.get(id);
+    if (ph === undefined) {
+      const stack: ProfileNode[] = [];
+      for (let x: number | undefined = id; x !== undefined; x = parent.get(x)) stack.push(byId.get(x)!);
+      ph = stack[0].callFrame.functionName === '(idle)' ? '' : phaseOfStack(stack);
+      memo.set(id, ph);
+    }
+    if (ph) out.set(ph, (out.get(ph) ?? 0) + (p.timeDeltas[i] ?? 0) / 1000);
+  }
+  return [...out].sort((a, b) => b[1] - a[1]);
+}
+
 async function main(): Promise<void> {
   const root = path.resolve(process.env.PROFILE_ROOT ?? ROOT);
   const cached = process.env.PROFILE_CACHED === '1';
@@ -116,6 +220,8 @@ async function main(): Promise<void> {
       console.log(`\ntimed window only (start-up and warm-up left out): busy self time ${s.totalMs.toFixed(0)} ms = ${perCall(s.totalMs)} µs per call (profiler overhead included; on a loaded machine, time the process spends descheduled inside a system call is counted against that call, writev above all)`);
       console.log('\nself time by area:');
       console.log(table(['area', 'ms', '%', 'µs/call'], s.areas.slice(0, 14).map(([a, ms]) => [a, ms.toFixed(0), ((ms / s.totalMs) * 100).toFixed(1), perCall(ms)])));
+      console.log('\nbusy time by phase of a call (innermost frame of dist/src on the stack; the socket system calls apart):');
+      console.log(table(['phase', 'ms', '%', 'µs/call'], phases(JSON.parse(readFileSync(path.join(dir, file), 'utf8')) as Profile, fromUs).map(([a, ms]) => [a, ms.toFixed(0), ((ms / s.totalMs) * 100).toFixed(1), perCall(ms)])));
       console.log(`\ntop ${top} frames by self time:`);
       console.log(table(['frame', 'ms', '%'], s.frames.slice(0, top).map(([f, ms]) => [f.slice(0, 110), ms.toFixed(0), ((ms / s.totalMs) * 100).toFixed(1)])));
     });
