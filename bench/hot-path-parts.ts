@@ -28,9 +28,12 @@
  *    so per call it is about half the figure (~2 events per batch at c=8);
  *  - `audit row normalise`: normalizeAuditRow of one point read's event, its time as toISOString
  *    writes it (the lane's first step per event, per call);
- *  - `metrics`: GatewayMetrics.observeToolCall and observeRequest of one served tools/call (per call);
+ *  - `metrics`: GatewayMetrics.observeToolCall and observeRequest of one served tools/call (per call;
+ *    no scrape between: where the tree holds counts until a scrape, their flush is per scrape);
  *  - `refusal metrics`: the same for one refusal at capacity (its over-capacity event, 429, 0 s; issue 29);
- *  - `request id`: newRequestId (one per call and per refusal at capacity).
+ *  - `request id`: newRequestId (one per call and per refusal at capacity);
+ *  - `row value bytes`: the wire budget's count of one point read's row, raw-json.js jsonBytes of
+ *    each value of POINT_SQL's row of Chinook's track 3 (three strings, four numbers; h28z).
  * Prints ns per operation, median of BENCH_ROUNDS (default 7) rounds of BENCH_OPS (default 200,000).
  * Run: `BEFORE_ROOT=/path/to/built/checkout npx tsx bench/hot-path-parts.ts`.
  */
@@ -74,6 +77,8 @@ function pieces(root: string): Record<string, Piece> {
     { ready: async () => true, circuitStates: () => ({}), pendingApprovals: async () => 0, cacheStats: () => ({ hits: 0, misses: 0, entries: 0 }) },
     { tools: () => new Set(['interlock_query']), sources: () => new Set(['chinook']) },
   );
+  const { jsonBytes } = load('sources/postgres/raw-json.js') as { jsonBytes: (v: unknown) => number };
+  const trackRow = [3, 'Fast As a Shark', 3, 1, 'F. Baltes, S. Kaufman, U. Dirkscneider & W. Hoffman', 230619, '0.99']; // POINT_SQL's columns
   const toolCallEvent = { canonicalTool: 'interlock_query', decision: 'allowed', reasonCode: null, durationMs: 3.2, details: { source_id: 'chinook' } };
   // What dispatch.ts overCapacityEvent hands the metrics for a refusal at capacity (no source, duration 0).
   const refusalEvent = { canonicalTool: 'interlock_query', decision: 'refused', reasonCode: 'rate_limited', durationMs: 0, details: { over_capacity: true } };
@@ -156,6 +161,9 @@ function pieces(root: string): Record<string, Piece> {
     'request id': (n) => {
       // One request id per refusal at capacity (and per call).
       for (let i = 0; i < n; i++) sink += newRequestId().length;
+    },
+    'row value bytes': (n) => {
+      for (let i = 0; i < n; i++) for (const v of trackRow) sink += jsonBytes(v);
     },
     get sink(): Piece {
       return () => void sink;

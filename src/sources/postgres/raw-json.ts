@@ -60,8 +60,20 @@ export function jsonText(value: unknown): string {
   return s.replace(PLACEHOLDER, (_, i: string) => mine[Number(i)]);
 }
 
-/** UTF-8 bytes of `jsonText(value)` (`undefined` counts as `null`, as in an array or a row). */
+/**
+ * A string JSON.stringify writes verbatim between its quotes, one UTF-8 byte a character: printable
+ * ASCII (U+0020–U+007E) without `"` and `\`.
+ */
+const PLAIN_JSON_STRING = /^[\x20\x21\x23-\x5b\x5d-\x7e]*$/;
+
+/**
+ * UTF-8 bytes of `jsonText(value)` (`undefined` counts as `null`, as in an array or a row). A
+ * string's are counted without serialising it when every character is plain (PLAIN_JSON_STRING:
+ * its length and the two quotes; h28z, the wire budget counts each value of each row), else from
+ * `JSON.stringify` of the string itself (a string holds no RawJson).
+ */
 export function jsonBytes(value: unknown): number {
+  if (typeof value === 'string') return PLAIN_JSON_STRING.test(value) ? value.length + 2 : Buffer.byteLength(JSON.stringify(value), 'utf8');
   if (value === null || value === undefined) return 4;
   if (typeof value === 'number') return Number.isFinite(value) ? String(value).length : 4;
   if (typeof value === 'boolean') return value ? 4 : 5;

@@ -158,3 +158,18 @@ describe('json text with line breaks (EXPLAIN (FORMAT JSON) writes several lines
     expect(JSON.parse(text)[0].plan[0].Plan.Note).toBe('a\nb');
   });
 });
+
+describe('jsonBytes of strings (h28z: counted without serialising when plain)', () => {
+  test('equals the UTF-8 bytes of JSON.stringify for plain, escaped, control, non-ASCII and lone-surrogate strings', () => {
+    const cases = ['', 'For Those About To Rock (We Salute You)', '0.99', 'q"x', 'back\\slash', 'tab\tnew\nline', '\u0000\u001f\u007f', 'é', '日本', '😀', '\ud800', 'a\udc00b', '\u2028\u2029', '~ !#[]'];
+    expect(cases.map((s) => jsonBytes(s))).toEqual(cases.map((s) => Buffer.byteLength(JSON.stringify(s), 'utf8')));
+    expect([jsonBytes('abc'), jsonBytes('a"c'), jsonBytes('é'), jsonBytes('\u007f')]).toEqual([5, 6, 4, 3]);
+  });
+
+  test('property: any string, the bytes JSON.stringify writes', () => {
+    fc.assert(
+      fc.property(fc.oneof(fc.string(), fc.string({ unit: 'binary' }), fc.string({ unit: 'grapheme' }), fc.string({ unit: fc.integer({ min: 0, max: 0xffff }).map((c) => String.fromCharCode(c)) })), (s) => jsonBytes(s) === Buffer.byteLength(JSON.stringify(s), 'utf8')),
+      { numRuns: 2000 },
+    );
+  });
+});
