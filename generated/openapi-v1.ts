@@ -641,7 +641,7 @@ export interface paths {
         get: operations["adminGetSource"];
         put?: never;
         post?: never;
-        /** Remove a source with its grants, catalog snapshot and discovery index; its audit events and approvals stay. 409 conflict while approvals of it are pending (details: their ids), unless force=true: they are then rejected in the operator's name. Audited as kind config, decision source_removed (issue 16). */
+        /** Remove a source with its grants, catalog snapshot and discovery index; its audit events and approvals stay. 409 conflict while approvals of it are pending (details: their ids), unless force=true: they are then rejected in the operator's name. 409 conflict too while policies name it in applies_to.sources (details: their names), unless force=true: a policy naming only this source is then removed, one naming others too no longer names it (each audited as policy_removed / policy_updated). Audited as kind config, decision source_removed (issue 16). */
         delete: operations["adminRemoveSource"];
         options?: never;
         head?: never;
@@ -726,7 +726,7 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /** Plan or apply an interlock file (spec/interlock-file-v1.schema.json), as `interlock apply`: in one transaction, idempotent, audited (kind config, decision applied) with the token's operator and the file's sha256 digest. password_env and password_file are resolved by the gateway process. plan=true changes nothing; prune=true deletes objects of the file's sections that the file leaves out (409 for a source with pending approvals unless force=true). Issue 16. */
+        /** Plan or apply an interlock file (spec/interlock-file-v1.schema.json), as `interlock apply`: in one transaction, idempotent, audited (kind config, decision applied) with the token's operator and the file's sha256 digest. password_env and password_file are resolved by the gateway process. plan=true changes nothing; prune=true deletes objects of the file's sections that the file leaves out (409 for a source with pending approvals unless force=true; 400 validation_failed while a policy the apply leaves names a source it removes). Issue 16. */
         post: operations["adminApply"];
         delete?: never;
         options?: never;
@@ -1353,6 +1353,10 @@ export interface components {
             /** @description Pending approvals rejected because of force. */
             rejectedApprovals: string[];
             grantsRemoved: number;
+            /** @description Policies that named only this source in applies_to.sources, removed because of force. */
+            policiesRemoved: string[];
+            /** @description Policies that named this source among others and no longer name it (force). */
+            policiesDetached: string[];
         };
         /** @description Exactly one of text (the file as YAML or JSON text; its bytes are digested) and document (the file as a JSON object; digested as canonical JSON). */
         ApplyRequest: {
@@ -4410,7 +4414,7 @@ export interface operations {
     adminRemoveSource: {
         parameters: {
             query?: {
-                /** @description true: remove even with pending approvals (rejecting them). */
+                /** @description true: remove even with pending approvals (rejecting them) or policies naming it (removing a policy that names only it, taking it out of the others' applies_to.sources). */
                 force?: "true" | "false";
             };
             header?: never;

@@ -333,14 +333,33 @@ export interface SourceRemoval {
   rejectedApprovals: string[];
   /** Grants deleted with the source. */
   grantsRemoved: number;
+  /** Policies that named only this source in `applies_to.sources`, removed because of --force (names), [] otherwise. */
+  policiesRemoved: string[];
+  /** Policies that named this source among others, which no longer name it (--force; names), [] otherwise. */
+  policiesDetached: string[];
+}
+
+/** The policies whose `applies_to.sources` names source `id`, with that list, locked for the caller's transaction. */
+async function policiesNamingSource(c: pg.ClientBase, id: string): Promise<Array<{ name: string; sources: string[] }>> {
+  const r = await c.query<{ name: string; sources: string[] }>(
+    `SELECT name, ARRAY(SELECT jsonb_array_elements_text(applies_to->'sources')) AS sources FROM policies
+     WHERE jsonb_typeof(applies_to->'sources') = 'array' AND applies_to->'sources' ? $1 ORDER BY name FOR UPDATE`,
+    [id],
+  );
+  return r.rows;
 }
 
 /**
  * Removes a source and what only it used (issue 16, Build 3): its grants, catalog snapshot and
  * discovery index; its audit events and approvals stay (history). Refuses with ConflictError while
  * approvals of it are pending, unless `force`: then they are rejected in the operator's name
- * (reason source_removed, each audited). One transaction; records a kind-config audit event
- * (decision source_removed). Throws NotFoundError.
+ * (reason source_removed, each audited). Refuses with ConflictError (details: the policy names)
+ * while a policy names it in `applies_to.sources` (trial nu40: the export could not be applied
+ * again, and a source added later under the same id inherited them), unless `force`: then, as its
+ * grants (each about this one source) are deleted, the policy's tie to this source goes: a policy
+ * naming only it is removed (it could never apply again), one naming others too no longer names it
+ * (each recorded as policy_removed / policy_updated). One transaction; records a kind-config audit
+ * event (decision source_removed). Throws NotFoundError.
  */
 export async function removeSource(db: ControlDb, id: string, opts: { operator: string; force?: boolean }): Promise<SourceRemoval> {
   return withTransaction(db, (c) => removeSourceIn(c, id, opts));
@@ -357,6 +376,27 @@ export async function removeSourceIn(c: pg.ClientBase, id: string, opts: { opera
   if (pending.rows.length > 0 && !opts.force) {
     throw new ConflictError(`source "${id}" has ${pending.rows.length} pending approval(s): approve or reject them first, or force the removal (they are then rejected)`, pending.rows.map((a) => a.id));
   }
+  const naming = await policiesNamingSource(c, id);
+  if (naming.length > 0 && !opts.force) {
+    throw new ConflictError(
+      `source "${id}" is named in applies_to.sources by ${naming.length} policy(ies): ${naming.map((p) => p.name).join(', ')}; change or remove them first, or force the removal (a policy naming only "${id}" is then removed, the others no longer name it)`,
+      naming.map((p) => p.name),
+    );
+  }
+  const policiesRemoved: string[] = [];
+  const policiesDetached: string[] = [];
+  for (const p of naming) {
+    const rest = p.sources.filter((s) => s !== id);
+    if (rest.length === 0) {
+      await c.query('DELETE FROM policies WHERE name = $1', [p.name]);
+      await recordChange(c, { operator: opts.operator }, 'policy_removed', { policy: p.name, reason: 'source_removed' }, id);
+      policiesRemoved.push(p.name);
+    } else {
+      await c.query(`UPDATE policies SET applies_to = jsonb_set(applies_to, '{sources}', $2::jsonb), updated_at = now() WHERE name = $1`, [p.name, JSON.stringify(rest)]);
+      await recordChange(c, { operator: opts.operator }, 'policy_updated', { policy: p.name, reason: 'source_removed', changed: ['applies_to.sources'] }, id);
+      policiesDetached.push(p.name);
+    }
+  }
   const grants = await c.query('DELETE FROM grants WHERE source_id = $1', [id]);
   await c.query('DELETE FROM catalog_snapshots WHERE source_id = $1', [id]);
   await c.query('DELETE FROM sources WHERE id = $1', [id]);
@@ -364,6 +404,6 @@ export async function removeSourceIn(c: pg.ClientBase, id: string, opts: { opera
   // event each (reason source_removed), in one statement (migration 20261208290000000).
   const rejected = await c.query<{ ids: string[] }>('SELECT interlock_reject_removed_source_approvals($1, $2) AS ids', [id, opts.operator]);
   const rejectedApprovals = rejected.rows[0].ids;
-  await recordConfigEvent(c, { decision: 'source_removed', operator: opts.operator, sourceId: id, details: { rejectedApprovals, grantsRemoved: grants.rowCount ?? 0 } });
-  return { id, removed: true, rejectedApprovals, grantsRemoved: grants.rowCount ?? 0 };
+  await recordConfigEvent(c, { decision: 'source_removed', operator: opts.operator, sourceId: id, details: { rejectedApprovals, grantsRemoved: grants.rowCount ?? 0, policiesRemoved, policiesDetached } });
+  return { id, removed: true, rejectedApprovals, grantsRemoved: grants.rowCount ?? 0, policiesRemoved, policiesDetached };
 }
