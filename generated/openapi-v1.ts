@@ -1300,7 +1300,7 @@ export interface components {
             truncated: boolean;
             relations: number;
         };
-        /** @description A source with its settings redacted (passwords "***", CA bundles summarised), its catalog summary and its circuit state on the answering replica. */
+        /** @description A source with its settings redacted (a set password "***", one never set absent; CA bundles summarised), its catalog summary and its circuit state on the answering replica. */
         SourceView: {
             id: string;
             /** @enum {string} */

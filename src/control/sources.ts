@@ -146,12 +146,16 @@ export async function setSourceEnabled(db: ControlDb, id: string, enabled: boole
   });
 }
 
-/** A copy of the settings with every password and CA bundle replaced, for display. */
+/** A copy of the settings for display: a set password as "***" (an empty one, never set, left out: trial nu40), a CA bundle summarised. */
 export function redactSourceSettings(settings: PostgresSourceSettings | DocumentsSourceSettings): Record<string, unknown> {
   const s = structuredClone(settings) as unknown as Record<string, unknown>;
   for (const who of ['reader', 'writer']) {
     const c = s[who] as { password?: string } | undefined;
-    if (c && typeof c === 'object' && 'password' in c) c.password = '***';
+    // "***" only for a password that is set (trial nu40); none given is stored as "" and shown as absent, as export does.
+    if (c && typeof c === 'object' && 'password' in c) {
+      if (c.password) c.password = '***';
+      else delete c.password;
+    }
   }
   const tls = s.tls as { ca?: string } | undefined;
   if (tls?.ca) tls.ca = `<PEM, ${tls.ca.length} characters>`;

@@ -151,3 +151,21 @@ describe('item 1: removing a source that policies name', () => {
     expect((await cli('apply', '-f', exported2, '--plan')).out.join('\n')).toEqual('No changes: the control plane matches the file.');
   });
 });
+
+describe('item 4: source show names a reader password only when one is set', () => {
+  test('--reader-user without --reader-password-env: no password in show or show --json; with one: "***"', async () => {
+    expect((await addSource('nopw')).code).toBe(0);
+    const show = await cli('source', 'show', 'nopw', '--json');
+    expect(JSON.parse(show.out.join('\n')).settings.reader).toEqual({ user: 'root' });
+    expect((await cli('source', 'show', 'nopw')).out.join('\n')).not.toContain('password');
+    process.env.IL_NU40_PW = 'sekret';
+    try {
+      const db2 = new URL(control.url).pathname.slice(1);
+      expect((await cli('source', 'add', '--id', 'withpw', '--host', pgServer().host, '--port', String(pgServer().port), '--database', db2, '--reader-user', 'root', '--reader-password-env', 'IL_NU40_PW')).code).toBe(0);
+    } finally {
+      delete process.env.IL_NU40_PW;
+    }
+    expect(JSON.parse((await cli('source', 'show', 'withpw', '--json')).out.join('\n')).settings.reader).toEqual({ user: 'root', password: '***' });
+    expect((await cli('source', 'show', 'withpw')).out.join('\n')).toContain('password: "***"');
+  });
+});
