@@ -780,7 +780,8 @@ export interface paths {
         /** Create or replace a source role (spec/role-v1.schema.json; name may be omitted, it is the path's). */
         put: operations["adminPutRole"];
         post?: never;
-        delete?: never;
+        /** Remove a source role, as `interlock role remove` (trial nu40). 409 conflict whatever force says while a claim rule names it (a claim mapping's role_grants or the gateway configuration's; details: the issuers). 409 conflict while it is granted (details: "IDENTITY on SOURCE") or policies name it in applies_to.roles (details: their names), unless force=true: the grants are then revoked (one grant_revoked event each), a policy naming only this role is removed, the others no longer name it. Audited as kind config, decision role_removed. */
+        delete: operations["adminRemoveRole"];
         options?: never;
         head?: never;
         patch?: never;
@@ -1465,6 +1466,17 @@ export interface components {
                 policy: components["schemas"]["PolicyRecord"];
                 created: boolean;
             }[];
+        };
+        RoleRemoved: {
+            name: string;
+            /** @constant */
+            removed: true;
+            /** @description Grants revoked because of force, as "IDENTITY on SOURCE". */
+            grantsRevoked: string[];
+            /** @description Policies that named only this role in applies_to.roles, removed because of force. */
+            policiesRemoved: string[];
+            /** @description Policies that named this role among others and no longer name it (force). */
+            policiesDetached: string[];
         };
         PolicyRemoved: {
             name: string;
@@ -4769,6 +4781,38 @@ export interface operations {
             503: components["responses"]["AdminOperatorUnavailable"];
         };
     };
+    adminRemoveRole: {
+        parameters: {
+            query?: {
+                /** @description true: remove even while granted or named by policies. */
+                force?: "true" | "false";
+            };
+            header?: never;
+            path: {
+                /** @description Role name. */
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Removed. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RoleRemoved"];
+                };
+            };
+            401: components["responses"]["AdminUnauthorized"];
+            403: components["responses"]["AdminForbidden"];
+            404: components["responses"]["AdminNotFound"];
+            409: components["responses"]["AdminConflict"];
+            500: components["responses"]["AdminInternal"];
+            503: components["responses"]["AdminOperatorUnavailable"];
+        };
+    };
     adminListGrants: {
         parameters: {
             query?: {
@@ -5196,7 +5240,7 @@ export interface operations {
                 identity?: string;
                 /** @description Source id. */
                 source?: string;
-                /** @description allowed, refused, queued, invalid, failed, cancelled, an approval action, or a configuration change (kind config: applied, source_added, source_updated, source_removed, source_disabled, source_enabled, role_created, role_updated, grant_added, grant_revoked, identity_created, identity_disabled, identity_enabled, identity_attributes_changed, identity_subject_linked, identity_subject_unlinked, key_created, key_revoked, policy_added, policy_updated, policy_removed, operator_token_created, operator_token_revoked, claim_rules_synced; docs/operators.md "Audit"). */
+                /** @description allowed, refused, queued, invalid, failed, cancelled, an approval action, or a configuration change (kind config: applied, source_added, source_updated, source_removed, source_disabled, source_enabled, role_created, role_updated, role_removed, grant_added, grant_revoked, identity_created, identity_disabled, identity_enabled, identity_attributes_changed, identity_subject_linked, identity_subject_unlinked, key_created, key_revoked, policy_added, policy_updated, policy_removed, operator_token_created, operator_token_revoked, claim_rules_synced; docs/operators.md "Audit"). */
                 decision?: string;
                 /** @description Event kind (config: every governance change (roles, grants, identities, keys, policies, operator tokens, sources) and apply, issue 16). */
                 kind?: "tool_call" | "approval" | "config";

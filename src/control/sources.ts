@@ -13,6 +13,7 @@ import { ConflictError, formatSchemaErrors, NotFoundError, PasswordRequiredError
 import { iso } from './ids';
 import { connectPinned, type PinnedClient } from '../sources/postgres/pinned-client';
 import { refuseOnePartRolesOnSource } from './catalog-names';
+import { untiePolicies } from './policies';
 import { pinnedStartupOptions } from '../sources/postgres/session-settings';
 
 export type { DocumentsSourceSettings, PostgresSourceSettings, SourceDefinition } from '../../generated/source-v1';
@@ -343,16 +344,6 @@ export interface SourceRemoval {
   policiesDetached: string[];
 }
 
-/** The policies whose `applies_to.sources` names source `id`, with that list, locked for the caller's transaction. */
-async function policiesNamingSource(c: pg.ClientBase, id: string): Promise<Array<{ name: string; sources: string[] }>> {
-  const r = await c.query<{ name: string; sources: string[] }>(
-    `SELECT name, ARRAY(SELECT jsonb_array_elements_text(applies_to->'sources')) AS sources FROM policies
-     WHERE jsonb_typeof(applies_to->'sources') = 'array' AND applies_to->'sources' ? $1 ORDER BY name FOR UPDATE`,
-    [id],
-  );
-  return r.rows;
-}
-
 /**
  * Removes a source and what only it used (issue 16, Build 3): its grants, catalog snapshot and
  * discovery index; its audit events and approvals stay (history). Refuses with ConflictError while
@@ -380,27 +371,7 @@ export async function removeSourceIn(c: pg.ClientBase, id: string, opts: { opera
   if (pending.rows.length > 0 && !opts.force) {
     throw new ConflictError(`source "${id}" has ${pending.rows.length} pending approval(s): approve or reject them first, or force the removal (they are then rejected)`, pending.rows.map((a) => a.id));
   }
-  const naming = await policiesNamingSource(c, id);
-  if (naming.length > 0 && !opts.force) {
-    throw new ConflictError(
-      `source "${id}" is named in applies_to.sources by ${naming.length} policy(ies): ${naming.map((p) => p.name).join(', ')}; change or remove them first, or force the removal (a policy naming only "${id}" is then removed, the others no longer name it)`,
-      naming.map((p) => p.name),
-    );
-  }
-  const policiesRemoved: string[] = [];
-  const policiesDetached: string[] = [];
-  for (const p of naming) {
-    const rest = p.sources.filter((s) => s !== id);
-    if (rest.length === 0) {
-      await c.query('DELETE FROM policies WHERE name = $1', [p.name]);
-      await recordChange(c, { operator: opts.operator }, 'policy_removed', { policy: p.name, reason: 'source_removed' }, id);
-      policiesRemoved.push(p.name);
-    } else {
-      await c.query(`UPDATE policies SET applies_to = jsonb_set(applies_to, '{sources}', $2::jsonb), updated_at = now() WHERE name = $1`, [p.name, JSON.stringify(rest)]);
-      await recordChange(c, { operator: opts.operator }, 'policy_updated', { policy: p.name, reason: 'source_removed', changed: ['applies_to.sources'] }, id);
-      policiesDetached.push(p.name);
-    }
-  }
+  const { removed: policiesRemoved, detached: policiesDetached } = await untiePolicies(c, 'sources', id, { operator: opts.operator, force: opts.force, what: `source "${id}"`, sourceId: id });
   const grants = await c.query('DELETE FROM grants WHERE source_id = $1', [id]);
   await c.query('DELETE FROM catalog_snapshots WHERE source_id = $1', [id]);
   await c.query('DELETE FROM sources WHERE id = $1', [id]);

@@ -169,3 +169,43 @@ describe('item 4: source show names a reader password only when one is set', () 
     expect((await cli('source', 'show', 'withpw')).out.join('\n')).toContain('password: "***"');
   });
 });
+
+describe('item 5: role remove', () => {
+  test('refused while granted or named by policies, naming them; --force revokes the grants, removes the policy naming only it, detaches the other; export then applies with no change', async () => {
+    expect((await cli('role', 'create', '--allow-unknown-names', file('role.yaml', 'name: reader-x\nstatements:\n  - { effect: allow, action: read, resource: public.thing }\n'))).code).toBe(0);
+    expect((await cli('role', 'create', '--allow-unknown-names', file('role2.yaml', 'name: other-x\nstatements:\n  - { effect: allow, action: read, resource: public.thing }\n'))).code).toBe(0);
+    if ((await cli('source', 'show', 'keep')).code !== 0) expect((await addSource('keep')).code).toBe(0);
+    expect((await cli('identity', 'create', 'alice-nu40')).code).toBe(0);
+    expect((await cli('grant', 'alice-nu40', 'reader-x', 'keep')).code).toBe(0);
+    const policies = `- name: r-only\n  applies_to: { roles: [reader-x] }\n  rule: { type: max_rows, max_rows: 3 }\n- name: r-and-other\n  applies_to: { roles: [other-x, reader-x] }\n  rule: { type: max_rows, max_rows: 4 }\n`;
+    expect((await cli('policy', 'add', file('role-policies.yaml', policies))).code).toBe(0);
+
+    expect(await cli('role', 'remove', 'reader-x')).toEqual({
+      code: 2,
+      out: [],
+      err: ['error: role "reader-x" is granted 1 time(s): revoke the grants first, or force the removal (they are then revoked)', '  alice-nu40 on keep'],
+    });
+    expect((await cli('revoke', 'alice-nu40', 'reader-x', 'keep')).code).toBe(0);
+    expect(await cli('role', 'remove', 'reader-x')).toEqual({
+      code: 2,
+      out: [],
+      err: [
+        'error: role "reader-x" is named in applies_to.roles by 2 policy(ies): r-and-other, r-only; change or remove them first, or force the removal (a policy naming only "reader-x" is then removed, the others no longer name it)',
+        '  r-and-other',
+        '  r-only',
+      ],
+    });
+    expect((await cli('grant', 'alice-nu40', 'reader-x', 'keep')).code).toBe(0);
+    expect(await cli('role', 'remove', 'reader-x', '--force')).toEqual({
+      code: 0,
+      out: ['removed role reader-x; revoked 1 grant(s): alice-nu40 on keep; removed policy(ies) naming only it: r-only; policy(ies) no longer naming it: r-and-other'],
+      err: [],
+    });
+    expect((await cli('role', 'show', 'reader-x')).code).toBe(3);
+    expect((await listPolicies(db)).filter((p) => p.name.startsWith('r-')).map((p) => [p.name, p.applies_to?.roles])).toEqual([['r-and-other', ['other-x']]]);
+    expect(await cli('role', 'remove', 'reader-x')).toEqual({ code: 3, out: [], err: ['error: role "reader-x" not found'] });
+    const exported = join(dir, 'after-role.yaml');
+    expect((await cli('export', '-o', exported)).code).toBe(0);
+    expect((await cli('apply', '-f', exported, '--plan')).out.join('\n')).toEqual('No changes: the control plane matches the file.');
+  });
+});
