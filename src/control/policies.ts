@@ -73,6 +73,15 @@ function policyErrors(p: unknown, root: string): string[] {
 }
 
 /**
+ * The schema errors of one policy as "root/path: message" lines, each rule checked against its own
+ * type's branch only ([] when valid): e.g. `/policies/0/rule/max_rows: must be >= 1` rather than
+ * one line per rule type it is not.
+ */
+export function policySchemaErrors(p: unknown, root: string): string[] {
+  return validatePolicy(p) ? [] : policyErrors(p, root);
+}
+
+/**
  * Validates one policy or a list of policies (parsed JSON/YAML) against spec/policy-v1.schema.json.
  * Throws ValidationError ("[1]/rule/type: …" for the second item of a list), or for duplicate names.
  */
