@@ -13,12 +13,13 @@ test('two roles and two policies with mistakes: one line per mistake, none per r
       { rule: { type: 'mask_columns', columns: ['a.b.c'], method: 'nope' } },
     ],
   };
-  let err: unknown;
-  try {
-    validateInterlockFileDocument(doc);
-  } catch (e) {
-    err = e;
-  }
+  const err = (() => {
+    try {
+      return validateInterlockFileDocument(doc);
+    } catch (e) {
+      return e;
+    }
+  })();
   expect(err).toBeInstanceOf(ValidationError);
   expect({ message: (err as ValidationError).message, details: (err as ValidationError).details }).toEqual({
     message: 'invalid interlock file',
