@@ -204,6 +204,16 @@ describe('item 5: role remove', () => {
     expect((await cli('role', 'show', 'reader-x')).code).toBe(3);
     expect((await listPolicies(db)).filter((p) => p.name.startsWith('r-')).map((p) => [p.name, p.applies_to?.roles])).toEqual([['r-and-other', ['other-x']]]);
     expect(await cli('role', 'remove', 'reader-x')).toEqual({ code: 3, out: [], err: ['error: role "reader-x" not found'] });
+    // A claim rule naming the role: refused even with --force (the rule must change first, as apply requires).
+    expect((await cli('role', 'create', '--allow-unknown-names', file('role3.yaml', 'name: claimed-x\nstatements:\n  - { effect: allow, action: read, resource: public.thing }\n'))).code).toBe(0);
+    expect((await cli('apply', '-f', file('claims.yaml', 'version: 1\nclaim_mappings:\n  - issuer: https://idp.example\n    role_grants: [{ claim: groups, value: analysts, role: claimed-x, source: keep }]\n'))).code).toBe(0);
+    expect(await cli('role', 'remove', 'claimed-x', '--force')).toEqual({
+      code: 2,
+      out: [],
+      err: ['error: role "claimed-x" is named by the claim rules of 1 issuer(s): change them first (claim mappings: interlock apply; configured rules: the gateway configuration\'s auth.issuers)', '  https://idp.example'],
+    });
+    expect((await cli('apply', '--prune', '-f', file('no-claims.yaml', 'version: 1\nclaim_mappings: []\n'))).code).toBe(0);
+    expect((await cli('role', 'remove', 'claimed-x')).out).toEqual(['removed role claimed-x']);
     const exported = join(dir, 'after-role.yaml');
     expect((await cli('export', '-o', exported)).code).toBe(0);
     expect((await cli('apply', '-f', exported, '--plan')).out.join('\n')).toEqual('No changes: the control plane matches the file.');
