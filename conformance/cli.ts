@@ -5,8 +5,8 @@
  *   interlock-conformance sql-fixture --pg-url URL [--database NAME]
  * Prints one PASS/FAIL/SKIP line per rule, grouped by profile, and "N passed, N failed".
  * Exit codes (README "Exit codes"): 0 every selected rule passed; 1 a rule failed (or the SQL pack
- * found an escape, a leak or a false positive); 2 usage error, unreadable spec or tool map, or an
- * unreachable server or database.
+ * found an escape, a leak or a false positive); 2 usage error, unreadable spec or tool map, an
+ * unreachable server or database, or an --api-key the server refuses.
  */
 import * as fs from 'node:fs';
 import { parseArgs } from 'node:util';

@@ -11,7 +11,7 @@ import { createClient, DEFAULT_RETRY, formatRequest, formatResponse, type WireCl
 import { createOracle, isObject, isOwnHost, isOwnOrigin, type Expectation, type OracleContext } from './oracle';
 import { knownRules, parseProfiles, profileOf, PROFILES, type Profile } from './profiles';
 import { properties, type PropertyDef } from './properties';
-import { DEFAULT_SPEC_DIR, loadSpec, withServerCatalogue, type JsonSchema, type Spec } from './spec';
+import { CONTRACT_PROBE_TOOL, DEFAULT_SPEC_DIR, loadSpec, withServerCatalogue, type JsonSchema, type Spec } from './spec';
 import type { ToolMap } from './toolmap';
 import { judge, parseSse, violations, type Violation } from './verdict';
 
@@ -146,7 +146,8 @@ export function formatFailure(url: URL, req: WireRequest, exp: Expectation, res:
 
 /**
  * Runs the suite against `opts.url` and returns one verdict per rule id. Throws only when the spec
- * cannot be loaded or the endpoint cannot be reached at all.
+ * cannot be loaded, the endpoint cannot be reached at all, or it refuses `opts.apiKey` (HTTP 401 or
+ * 403 on an authenticated tools/list): the CLI's exit 2 with one line.
  */
 export async function runConformance(opts: RunOptions): Promise<RunReport> {
   const profiles: Profile[] = parseProfiles(opts.profiles).filter((p) => p !== 'sql-gateway');
@@ -163,6 +164,11 @@ export async function runConformance(opts: RunOptions): Promise<RunReport> {
   try {
     const probe = await client.send({ method: 'POST', headers: [['Content-Type', 'application/json'], ['Accept', 'application/json, text/event-stream']], body: '{}' });
     if (probe.status === 0) throw new Error(`conformance: cannot reach ${opts.url}: ${probe.error}`);
+    // A wrong or stale --api-key would otherwise read as contract failures (trial nu40): one authenticated call first.
+    if (opts.apiKey) {
+      const refused = await keyRefusal(client, contractSpec, opts.apiKey, opts.toolMap?.tools.list ?? contractSpec.probeTool ?? CONTRACT_PROBE_TOOL);
+      if (refused) throw new Error(`conformance: the server refused the API key (${refused}): check --api-key (a key of a running server, not revoked)`);
+    }
 
     const withContract = profiles.includes('interlock-v1');
     const withMcp = profiles.includes('mcp-stateless');
@@ -427,6 +433,30 @@ export async function handshakeOnly(client: WireClient, spec: Spec, apiKey?: str
   const _meta = { [P.meta.protocolVersion]: modern, [P.meta.clientCapabilities]: {}, [P.meta.clientInfo]: { name: 'interlock-conformance', version: '1.0.0' } };
   const res = await client.send({ method: 'POST', headers, body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'server/discover', params: { _meta } }) });
   return res.status !== 0 && !/"result"\s*:/.test(res.body);
+}
+
+/**
+ * The key preflight (trial nu40): a handshake-dialect tools/call of `tool` (the probe tool, safe to
+ * call with `{}`) carrying `apiKey`. Answers how the server refused the key ("HTTP 401 on a tools/call
+ * of interlock_list_sources", or "… answered unauthorized (invalid_api_key)" for the contract's in-band
+ * refusal, structuredContent.status unauthorized), or undefined when it did not: any other answer,
+ * the tool's own errors included, is left to the rules.
+ */
+export async function keyRefusal(client: WireClient, spec: Spec, apiKey: string, tool: string): Promise<string | undefined> {
+  const base = toolsListRequest(spec, apiKey);
+  const res = await client.send({ ...base, body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: tool, arguments: {} } }) });
+  const where = `on a tools/call of ${tool}`;
+  if (res.status === 401 || res.status === 403) return `HTTP ${res.status} ${where}`;
+  let message: unknown;
+  try {
+    const sse = (res.headers['content-type'] ?? '').toLowerCase().startsWith('text/event-stream');
+    message = JSON.parse(sse ? (parseSse(res.body).find((e) => e.data !== '')?.data ?? '') : res.body);
+  } catch {
+    return undefined;
+  }
+  const sc = isObject(message) && isObject(message.result) && isObject(message.result.structuredContent) ? message.result.structuredContent : undefined;
+  if (sc?.status === 'unauthorized') return `${where} it answered unauthorized${typeof sc.code === 'string' ? ` (${sc.code})` : ''}`;
+  return undefined;
 }
 
 /** A plain handshake-dialect tools/list (with the key when given): what `serverTools` and `hostOriginProbe` send. */

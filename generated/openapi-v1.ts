@@ -641,7 +641,7 @@ export interface paths {
         get: operations["adminGetSource"];
         put?: never;
         post?: never;
-        /** Remove a source with its grants, catalog snapshot and discovery index; its audit events and approvals stay. 409 conflict while approvals of it are pending (details: their ids), unless force=true: they are then rejected in the operator's name. Audited as kind config, decision source_removed (issue 16). */
+        /** Remove a source with its grants, catalog snapshot and discovery index; its audit events and approvals stay. 409 conflict while approvals of it are pending (details: their ids), unless force=true: they are then rejected in the operator's name. 409 conflict too while policies name it in applies_to.sources (details: their names), unless force=true: a policy naming only this source is then removed, one naming others too no longer names it (each audited as policy_removed / policy_updated). Audited as kind config, decision source_removed (issue 16). */
         delete: operations["adminRemoveSource"];
         options?: never;
         head?: never;
@@ -726,7 +726,7 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /** Plan or apply an interlock file (spec/interlock-file-v1.schema.json), as `interlock apply`: in one transaction, idempotent, audited (kind config, decision applied) with the token's operator and the file's sha256 digest. password_env and password_file are resolved by the gateway process. plan=true changes nothing; prune=true deletes objects of the file's sections that the file leaves out (409 for a source with pending approvals unless force=true). Issue 16. */
+        /** Plan or apply an interlock file (spec/interlock-file-v1.schema.json), as `interlock apply`: in one transaction, idempotent, audited (kind config, decision applied) with the token's operator and the file's sha256 digest. password_env and password_file are resolved by the gateway process. plan=true changes nothing; prune=true deletes objects of the file's sections that the file leaves out (409 for a source with pending approvals unless force=true; 400 validation_failed while a policy the apply leaves names a source it removes). Issue 16. */
         post: operations["adminApply"];
         delete?: never;
         options?: never;
@@ -780,7 +780,8 @@ export interface paths {
         /** Create or replace a source role (spec/role-v1.schema.json; name may be omitted, it is the path's). */
         put: operations["adminPutRole"];
         post?: never;
-        delete?: never;
+        /** Remove a source role, as `interlock role remove` (trial nu40). 409 conflict whatever force says while a claim rule names it (a claim mapping's role_grants or the gateway configuration's; details: the issuers). 409 conflict while it is granted (details: "IDENTITY on SOURCE") or policies name it in applies_to.roles (details: their names), unless force=true: the grants are then revoked (one grant_revoked event each), a policy naming only this role is removed, the others no longer name it. Audited as kind config, decision role_removed. */
+        delete: operations["adminRemoveRole"];
         options?: never;
         head?: never;
         patch?: never;
@@ -1300,7 +1301,7 @@ export interface components {
             truncated: boolean;
             relations: number;
         };
-        /** @description A source with its settings redacted (passwords "***", CA bundles summarised), its catalog summary and its circuit state on the answering replica. */
+        /** @description A source with its settings redacted (a set password "***", one never set absent; CA bundles summarised), its catalog summary and its circuit state on the answering replica. */
         SourceView: {
             id: string;
             /** @enum {string} */
@@ -1353,6 +1354,10 @@ export interface components {
             /** @description Pending approvals rejected because of force. */
             rejectedApprovals: string[];
             grantsRemoved: number;
+            /** @description Policies that named only this source in applies_to.sources, removed because of force. */
+            policiesRemoved: string[];
+            /** @description Policies that named this source among others and no longer name it (force). */
+            policiesDetached: string[];
         };
         /** @description Exactly one of text (the file as YAML or JSON text; its bytes are digested) and document (the file as a JSON object; digested as canonical JSON). */
         ApplyRequest: {
@@ -1461,6 +1466,17 @@ export interface components {
                 policy: components["schemas"]["PolicyRecord"];
                 created: boolean;
             }[];
+        };
+        RoleRemoved: {
+            name: string;
+            /** @constant */
+            removed: true;
+            /** @description Grants revoked because of force, as "IDENTITY on SOURCE". */
+            grantsRevoked: string[];
+            /** @description Policies that named only this role in applies_to.roles, removed because of force. */
+            policiesRemoved: string[];
+            /** @description Policies that named this role among others and no longer name it (force). */
+            policiesDetached: string[];
         };
         PolicyRemoved: {
             name: string;
@@ -4410,7 +4426,7 @@ export interface operations {
     adminRemoveSource: {
         parameters: {
             query?: {
-                /** @description true: remove even with pending approvals (rejecting them). */
+                /** @description true: remove even with pending approvals (rejecting them) or policies naming it (removing a policy that names only it, taking it out of the others' applies_to.sources). */
                 force?: "true" | "false";
             };
             header?: never;
@@ -4761,6 +4777,38 @@ export interface operations {
             409: components["responses"]["AdminConflict"];
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
+            500: components["responses"]["AdminInternal"];
+            503: components["responses"]["AdminOperatorUnavailable"];
+        };
+    };
+    adminRemoveRole: {
+        parameters: {
+            query?: {
+                /** @description true: remove even while granted or named by policies. */
+                force?: "true" | "false";
+            };
+            header?: never;
+            path: {
+                /** @description Role name. */
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Removed. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RoleRemoved"];
+                };
+            };
+            401: components["responses"]["AdminUnauthorized"];
+            403: components["responses"]["AdminForbidden"];
+            404: components["responses"]["AdminNotFound"];
+            409: components["responses"]["AdminConflict"];
             500: components["responses"]["AdminInternal"];
             503: components["responses"]["AdminOperatorUnavailable"];
         };
@@ -5192,7 +5240,7 @@ export interface operations {
                 identity?: string;
                 /** @description Source id. */
                 source?: string;
-                /** @description allowed, refused, queued, invalid, failed, cancelled, an approval action, or a configuration change (kind config: applied, source_added, source_updated, source_removed, source_disabled, source_enabled, role_created, role_updated, grant_added, grant_revoked, identity_created, identity_disabled, identity_enabled, identity_attributes_changed, identity_subject_linked, identity_subject_unlinked, key_created, key_revoked, policy_added, policy_updated, policy_removed, operator_token_created, operator_token_revoked, claim_rules_synced; docs/operators.md "Audit"). */
+                /** @description allowed, refused, queued, invalid, failed, cancelled, an approval action, or a configuration change (kind config: applied, source_added, source_updated, source_removed, source_disabled, source_enabled, role_created, role_updated, role_removed, grant_added, grant_revoked, identity_created, identity_disabled, identity_enabled, identity_attributes_changed, identity_subject_linked, identity_subject_unlinked, key_created, key_revoked, policy_added, policy_updated, policy_removed, operator_token_created, operator_token_revoked, claim_rules_synced; docs/operators.md "Audit"). */
                 decision?: string;
                 /** @description Event kind (config: every governance change (roles, grants, identities, keys, policies, operator tokens, sources) and apply, issue 16). */
                 kind?: "tool_call" | "approval" | "config";

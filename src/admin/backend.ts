@@ -18,7 +18,7 @@ import { exportInterlockFile } from '../declarative/export';
 import type { InterlockFile, SecretResolver } from '../declarative/schema';
 import { scanSource, type ScanResult } from '../control/scan';
 import { catalogSummaries } from '../control/catalog';
-import { getRole, listRoles, upsertRole, type SourceRoleRecord } from '../control/roles';
+import { getRole, listRoles, removeRole, upsertRole, type RoleRemoval, type SourceRoleRecord } from '../control/roles';
 import { grantRole, listGrants, revokeGrant, type GrantRecord } from '../control/grants';
 import { addPolicies, getPolicy, listPolicies, removePolicy, type PolicyRecord } from '../control/policies';
 import { listApprovals, requireApproval, sweepExpiredApprovals, type ApprovalFailureCause, type ApprovalRecord, type ApprovalState } from '../control/approvals';
@@ -126,6 +126,8 @@ export interface OperatorBackend {
   getRole(name: string): Promise<SourceRoleRecord>;
   /** Creates or replaces a role; `allowUnknownNames` lets resources name relations or columns no scanned catalogue has (task hnu4a item 1). */
   putRole(role: unknown, opts?: { allowUnknownNames?: boolean }): Promise<{ role: SourceRoleRecord; created: boolean }>;
+  /** Removes a role; 409 while claim rules name it, or while granted or named by policies unless force (src/control/roles.ts removeRole). */
+  removeRole(name: string, opts: { operator: string; force?: boolean }): Promise<RoleRemoval>;
 
   listGrants(filter?: { identity?: string; source?: string; role?: string }): Promise<GrantRecord[]>;
   grant(g: { identity: string; role: string; source: string }): Promise<{ identity: string; role: string; source: string; created: boolean }>;
@@ -281,6 +283,7 @@ export function directBackend(db: ControlDb, opts: DirectBackendOptions = {}): O
       return r;
     },
     putRole: (role, o = {}) => write('role', (g) => upsertRole(g, role, actor, { allowUnknownNames: o.allowUnknownNames })),
+    removeRole: (name, o) => write('role', (g) => removeRole(g, name, o)),
 
     async listGrants(f = {}) {
       return listGrants(db, { identityId: await identityId(f.identity), sourceId: f.source, roleName: f.role });

@@ -109,6 +109,7 @@ export function remoteBackend(server: string, token: string, fetchFn: FetchFn = 
       if (typeof name !== 'string' || !name) throw new ControlError('validation', 'invalid role', ["/: must have required property 'name'"]);
       return call('PUT', `/roles/${enc(name)}${qs({ allow_unknown_names: o.allowUnknownNames ? true : undefined })}`, role);
     },
+    removeRole: (name, o) => call('DELETE', `/roles/${enc(name)}${qs({ force: o.force ? true : undefined })}`),
 
     listGrants: async (f = {}) => (await call<{ grants: GrantRecord[] }>('GET', `/grants${qs(f)}`)).grants,
     grant: (g) => call('POST', '/grants', g),

@@ -202,6 +202,8 @@ export function mountAdmin(app: Express, _deps: DispatchDeps | undefined, opts: 
     return r;
   });
 
+  route('delete', '/roles/:name', async (q, _r, b, op) => b.removeRole(String(q.params.name), { operator: op.name, force: queryBool(q, 'force') }));
+
   // grants
   route('get', '/grants', async (q, _r, b) => ({ grants: await b.listGrants({ identity: queryString(q, 'identity'), source: queryString(q, 'source'), role: queryString(q, 'role') }) }));
   route('post', '/grants', async (q, res, b) => {

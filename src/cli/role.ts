@@ -4,9 +4,9 @@
  */
 import type { Command } from 'commander';
 import { shortTime, table } from './output';
-import type { CommandContext } from './context';
+import { operatorOption, type CommandContext } from './context';
 
-/** Registers `role create|show|list`, `grant`, `revoke` and `grants`. */
+/** Registers `role create|show|list|remove`, `grant`, `revoke` and `grants`. */
 export function registerRoleCommands(program: Command, ctx: CommandContext): void {
   // ---- role ----------------------------------------------------------------------------------
   const role = program.command('role').description('source roles (spec/role-v1.schema.json)');
@@ -32,6 +32,22 @@ export function registerRoleCommands(program: Command, ctx: CommandContext): voi
         [`role ${r.name}${r.description ? `: ${r.description}` : ''}`, ...(r.audiences.length ? [`audiences: ${r.audiences.join(', ')}`] : []), '', r.statements.some((x) => 'rows' in x && x.rows) ? table(['effect', 'action', 'resource', 'rows'], r.statements.map((x) => [x.effect, x.action, x.resource, ('rows' in x && x.rows) || ''])) : table(['effect', 'action', 'resource'], r.statements.map((x) => [x.effect, x.action, x.resource]))].join('\n'),
         r,
       );
+    });
+  role
+    .command('remove')
+    .description('remove a role; refused while claim rules name it, and while it is granted or policies name it unless --force')
+    .argument('<name>')
+    .option('--force', 'remove even while granted (the grants are revoked) or named by policies (a policy naming only it is removed, the others stop naming it)')
+    .addOption(operatorOption())
+    .action(async (name: string, o: { force?: boolean; operator: string }, cmd: Command) => {
+      const s = ctx.session(cmd);
+      const r = await (await s.backend()).removeRole(name, { operator: o.operator, force: o.force });
+      const parts = [
+        r.grantsRevoked.length ? `; revoked ${r.grantsRevoked.length} grant(s): ${r.grantsRevoked.join(', ')}` : '',
+        r.policiesRemoved.length ? `; removed policy(ies) naming only it: ${r.policiesRemoved.join(', ')}` : '',
+        r.policiesDetached.length ? `; policy(ies) no longer naming it: ${r.policiesDetached.join(', ')}` : '',
+      ];
+      s.print(`removed role ${name}${parts.join('')}`, r);
     });
   role.command('list').description('list roles').action(async (_o: unknown, cmd: Command) => {
     const s = ctx.session(cmd);

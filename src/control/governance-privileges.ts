@@ -28,9 +28,11 @@ export const GOVERNANCE_WRITE_PRIVILEGES: Readonly<Record<Exclude<GovernanceFami
   subject: [['identity_subjects', 'INSERT'], ['identity_subjects', 'DELETE']],
   key: [['api_keys', 'INSERT'], ['api_keys', 'UPDATE', ['revoked_at']]],
   // Removal deletes the source's grants and catalog and rejects its pending approvals (through the
-  // function, which records each rejection: no UPDATE of approvals, red team rtop finding 4).
-  source: [['sources', 'INSERT'], ['sources', 'UPDATE'], ['sources', 'DELETE'], ['grants', 'DELETE'], ['catalog_snapshots', 'DELETE'], ['interlock_reject_removed_source_approvals(text,text)', 'EXECUTE']],
-  role: [['roles', 'INSERT'], ['roles', 'UPDATE']],
+  // function, which records each rejection: no UPDATE of approvals, red team rtop finding 4); with
+  // --force it also unties the policies naming the source (trial nu40).
+  source: [['sources', 'INSERT'], ['sources', 'UPDATE'], ['sources', 'DELETE'], ['grants', 'DELETE'], ['catalog_snapshots', 'DELETE'], ['interlock_reject_removed_source_approvals(text,text)', 'EXECUTE'], ['policies', 'UPDATE'], ['policies', 'DELETE']],
+  // Removal (role remove --force) revokes the role's grants and unties the policies naming it (trial nu40).
+  role: [['roles', 'INSERT'], ['roles', 'UPDATE'], ['roles', 'DELETE'], ['grants', 'DELETE'], ['policies', 'UPDATE'], ['policies', 'DELETE']],
   grant: [['grants', 'INSERT'], ['grants', 'UPDATE', ['granted_by']], ['grants', 'DELETE']],
   policy: [['policies', 'INSERT'], ['policies', 'UPDATE'], ['policies', 'DELETE']],
   // The configuration's role_grants rules recorded for interlock_sync_claim_grants (src/control/claim-rules.ts);

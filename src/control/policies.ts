@@ -14,6 +14,7 @@ import {
   type Validator,
 } from '../../generated/validators';
 import type { Policy } from '../../generated/policy-v1';
+import type pg from 'pg';
 import { isUniqueViolation, withTransaction, type ControlDb } from './db';
 import { recordChange, type ChangeActor } from './change-audit';
 import { ConflictError, formatSchemaErrors, ValidationError } from './errors';
@@ -69,6 +70,15 @@ function policyErrors(p: unknown, root: string): string[] {
     lines.push(...formatSchemaErrors(v.errors, `${root}/rule`));
   }
   return lines;
+}
+
+/**
+ * The schema errors of one policy as "root/path: message" lines, each rule checked against its own
+ * type's branch only ([] when valid): e.g. `/policies/0/rule/max_rows: must be >= 1` rather than
+ * one line per rule type it is not.
+ */
+export function policySchemaErrors(p: unknown, root: string): string[] {
+  return validatePolicy(p) ? [] : policyErrors(p, root);
 }
 
 /**
@@ -193,6 +203,59 @@ export async function removePolicy(db: ControlDb, name: string, actor: ChangeAct
     await recordChange(c, actor, 'policy_removed', { policy: name });
     return true;
   });
+}
+
+/** What untiePolicies did: the policies removed (they named only the value) and those that no longer name it, by name. */
+export interface PolicyUntying {
+  removed: string[];
+  detached: string[];
+}
+
+/**
+ * The policies whose `applies_to[list]` names `value` (a source id or a role name being removed),
+ * inside the caller's transaction (trial nu40: such policies outlived what they named, broke
+ * export → apply, and were inherited by a later object of the same name). Without `force`: a
+ * ConflictError naming them (details: their names) when there is one. With `force`: what ties each
+ * to `value` goes, as a removed source's or role's grants do: a policy whose list names only
+ * `value` is removed (it could never apply again; an empty list would apply to nothing), one naming
+ * others too no longer names it; each recorded (policy_removed / policy_updated, reason
+ * `${kind}_removed`) with `opts.sourceId` as the event's source when given.
+ */
+export async function untiePolicies(
+  c: pg.ClientBase,
+  list: 'sources' | 'roles',
+  value: string,
+  opts: { operator: string; force?: boolean; what: string; sourceId?: string },
+): Promise<PolicyUntying> {
+  const r = await c.query<{ name: string; names: string[] }>(
+    `SELECT name, ARRAY(SELECT jsonb_array_elements_text(applies_to->$1::text)) AS names FROM policies
+     WHERE jsonb_typeof(applies_to->$1::text) = 'array' AND applies_to->$1::text ? $2 ORDER BY name FOR UPDATE`,
+    [list, value],
+  );
+  const naming = r.rows;
+  const out: PolicyUntying = { removed: [], detached: [] };
+  if (naming.length === 0) return out;
+  if (!opts.force) {
+    throw new ConflictError(
+      `${opts.what} is named in applies_to.${list} by ${naming.length} policy(ies): ${naming.map((p) => p.name).join(', ')}; change or remove them first, or force the removal (a policy naming only "${value}" is then removed, the others no longer name it)`,
+      naming.map((p) => p.name),
+    );
+  }
+  const reason = list === 'sources' ? 'source_removed' : 'role_removed';
+  const actor: ChangeActor = { operator: opts.operator };
+  for (const p of naming) {
+    const rest = p.names.filter((n) => n !== value);
+    if (rest.length === 0) {
+      await c.query('DELETE FROM policies WHERE name = $1', [p.name]);
+      await recordChange(c, actor, 'policy_removed', { policy: p.name, reason }, opts.sourceId ?? null);
+      out.removed.push(p.name);
+    } else {
+      await c.query(`UPDATE policies SET applies_to = jsonb_set(applies_to, ARRAY[$2::text], $3::jsonb), updated_at = now() WHERE name = $1`, [p.name, list, JSON.stringify(rest)]);
+      await recordChange(c, actor, 'policy_updated', { policy: p.name, reason, changed: [`applies_to.${list}`] }, opts.sourceId ?? null);
+      out.detached.push(p.name);
+    }
+  }
+  return out;
 }
 
 /** The enabled policies, by name, as the evaluator consumes them (Policy shape, enabled: true). */

@@ -6,7 +6,8 @@ import { validateSourceRole } from '../../generated/validators';
 import type { SourceRole } from '../../generated/role-v1';
 import { withTransaction, type ControlDb } from './db';
 import { recordChange, type ChangeActor } from './change-audit';
-import { formatSchemaErrors, ValidationError } from './errors';
+import { ConflictError, formatSchemaErrors, NotFoundError, ValidationError } from './errors';
+import { untiePolicies } from './policies';
 import { iso } from './ids';
 import { initSqlParser } from '../sql/parser';
 import { parseRowPredicate, RowPredicateError } from '../sql/row-rules/predicate';
@@ -112,4 +113,59 @@ export async function getRole(db: ControlDb, name: string): Promise<SourceRoleRe
 export async function listRoles(db: ControlDb): Promise<SourceRoleRecord[]> {
   const r = await db.pool.query<RoleRow>(`SELECT ${COLS} FROM roles ORDER BY name`);
   return r.rows.map(roleRowToRecord);
+}
+
+/** What removeRole did. */
+export interface RoleRemoval {
+  name: string;
+  removed: true;
+  /** Grants of the role revoked because of --force, as "IDENTITY on SOURCE"; [] otherwise. */
+  grantsRevoked: string[];
+  /** Policies that named only this role in `applies_to.roles`, removed because of --force (names). */
+  policiesRemoved: string[];
+  /** Policies that named this role among others, which no longer name it (--force; names). */
+  policiesDetached: string[];
+}
+
+/**
+ * Removes a role (`interlock role remove`, DELETE /admin/v1/roles/{name}; trial nu40 item 5), in one
+ * transaction. Refused (ConflictError, exit 2 / 409) whatever `force` while a claim rule names it
+ * (a claim mapping's role_grants or the gateway configuration's rules: details their issuers; as
+ * `apply` refuses a claim mapping naming a role that would not exist). Refused while it is granted
+ * (details: "IDENTITY on SOURCE") or policies name it in `applies_to.roles` (details: their names),
+ * unless `force`, as `source remove` does: the grants are then revoked (one grant_revoked each), a
+ * policy naming only this role is removed, the others no longer name it (untiePolicies). Records
+ * role_removed ({role, grantsRevoked}). Throws NotFoundError.
+ */
+export async function removeRole(db: ControlDb, name: string, opts: { operator: string; force?: boolean }): Promise<RoleRemoval> {
+  const actor: ChangeActor = { operator: opts.operator };
+  return withTransaction(db, async (c) => {
+    const found = await c.query('SELECT name FROM roles WHERE name = $1 FOR UPDATE', [name]);
+    if (found.rowCount === 0) throw new NotFoundError(`role "${name}" not found`);
+    const rules = await c.query<{ issuer: string }>(
+      `SELECT issuer FROM claim_mappings m WHERE EXISTS (SELECT 1 FROM jsonb_array_elements(m.role_grants) g WHERE g->>'role' = $1)
+       UNION SELECT issuer FROM configured_claim_grants WHERE role_name = $1 ORDER BY 1`,
+      [name],
+    );
+    if (rules.rows.length > 0) {
+      throw new ConflictError(`role "${name}" is named by the claim rules of ${rules.rows.length} issuer(s): change them first (claim mappings: interlock apply; configured rules: the gateway configuration's auth.issuers)`, rules.rows.map((r) => r.issuer));
+    }
+    const grants = await c.query<{ identity_id: string; identity: string; source_id: string }>(
+      `SELECT g.identity_id, i.name AS identity, g.source_id FROM grants g JOIN identities i ON i.id = g.identity_id
+       WHERE g.role_name = $1 ORDER BY i.name, g.source_id FOR UPDATE OF g`,
+      [name],
+    );
+    const held = grants.rows.map((g) => `${g.identity} on ${g.source_id}`);
+    if (held.length > 0 && !opts.force) {
+      throw new ConflictError(`role "${name}" is granted ${held.length} time(s): revoke the grants first, or force the removal (they are then revoked)`, held);
+    }
+    const policies = await untiePolicies(c, 'roles', name, { operator: opts.operator, force: opts.force, what: `role "${name}"` });
+    for (const g of grants.rows) {
+      await c.query('DELETE FROM grants WHERE identity_id = $1 AND role_name = $2 AND source_id = $3', [g.identity_id, name, g.source_id]);
+      await recordChange(c, actor, 'grant_revoked', { identityId: g.identity_id, identity: g.identity, role: name, reason: 'role_removed' }, g.source_id);
+    }
+    await c.query('DELETE FROM roles WHERE name = $1', [name]);
+    await recordChange(c, actor, 'role_removed', { role: name, grantsRevoked: held.length });
+    return { name, removed: true, grantsRevoked: held, policiesRemoved: policies.removed, policiesDetached: policies.detached };
+  });
 }

@@ -13,6 +13,7 @@ import { ConflictError, formatSchemaErrors, NotFoundError, PasswordRequiredError
 import { iso } from './ids';
 import { connectPinned, type PinnedClient } from '../sources/postgres/pinned-client';
 import { refuseOnePartRolesOnSource } from './catalog-names';
+import { untiePolicies } from './policies';
 import { pinnedStartupOptions } from '../sources/postgres/session-settings';
 
 export type { DocumentsSourceSettings, PostgresSourceSettings, SourceDefinition } from '../../generated/source-v1';
@@ -146,12 +147,16 @@ export async function setSourceEnabled(db: ControlDb, id: string, enabled: boole
   });
 }
 
-/** A copy of the settings with every password and CA bundle replaced, for display. */
+/** A copy of the settings for display: a set password as "***" (an empty one, never set, left out: trial nu40), a CA bundle summarised. */
 export function redactSourceSettings(settings: PostgresSourceSettings | DocumentsSourceSettings): Record<string, unknown> {
   const s = structuredClone(settings) as unknown as Record<string, unknown>;
   for (const who of ['reader', 'writer']) {
     const c = s[who] as { password?: string } | undefined;
-    if (c && typeof c === 'object' && 'password' in c) c.password = '***';
+    // "***" only for a password that is set (trial nu40); none given is stored as "" and shown as absent, as export does.
+    if (c && typeof c === 'object' && 'password' in c) {
+      if (c.password) c.password = '***';
+      else delete c.password;
+    }
   }
   const tls = s.tls as { ca?: string } | undefined;
   if (tls?.ca) tls.ca = `<PEM, ${tls.ca.length} characters>`;
@@ -333,14 +338,23 @@ export interface SourceRemoval {
   rejectedApprovals: string[];
   /** Grants deleted with the source. */
   grantsRemoved: number;
+  /** Policies that named only this source in `applies_to.sources`, removed because of --force (names), [] otherwise. */
+  policiesRemoved: string[];
+  /** Policies that named this source among others, which no longer name it (--force; names), [] otherwise. */
+  policiesDetached: string[];
 }
 
 /**
  * Removes a source and what only it used (issue 16, Build 3): its grants, catalog snapshot and
  * discovery index; its audit events and approvals stay (history). Refuses with ConflictError while
  * approvals of it are pending, unless `force`: then they are rejected in the operator's name
- * (reason source_removed, each audited). One transaction; records a kind-config audit event
- * (decision source_removed). Throws NotFoundError.
+ * (reason source_removed, each audited). Refuses with ConflictError (details: the policy names)
+ * while a policy names it in `applies_to.sources` (trial nu40: the export could not be applied
+ * again, and a source added later under the same id inherited them), unless `force`: then, as its
+ * grants (each about this one source) are deleted, the policy's tie to this source goes: a policy
+ * naming only it is removed (it could never apply again), one naming others too no longer names it
+ * (each recorded as policy_removed / policy_updated). One transaction; records a kind-config audit
+ * event (decision source_removed). Throws NotFoundError.
  */
 export async function removeSource(db: ControlDb, id: string, opts: { operator: string; force?: boolean }): Promise<SourceRemoval> {
   return withTransaction(db, (c) => removeSourceIn(c, id, opts));
@@ -357,6 +371,7 @@ export async function removeSourceIn(c: pg.ClientBase, id: string, opts: { opera
   if (pending.rows.length > 0 && !opts.force) {
     throw new ConflictError(`source "${id}" has ${pending.rows.length} pending approval(s): approve or reject them first, or force the removal (they are then rejected)`, pending.rows.map((a) => a.id));
   }
+  const { removed: policiesRemoved, detached: policiesDetached } = await untiePolicies(c, 'sources', id, { operator: opts.operator, force: opts.force, what: `source "${id}"`, sourceId: id });
   const grants = await c.query('DELETE FROM grants WHERE source_id = $1', [id]);
   await c.query('DELETE FROM catalog_snapshots WHERE source_id = $1', [id]);
   await c.query('DELETE FROM sources WHERE id = $1', [id]);
@@ -364,6 +379,6 @@ export async function removeSourceIn(c: pg.ClientBase, id: string, opts: { opera
   // event each (reason source_removed), in one statement (migration 20261208290000000).
   const rejected = await c.query<{ ids: string[] }>('SELECT interlock_reject_removed_source_approvals($1, $2) AS ids', [id, opts.operator]);
   const rejectedApprovals = rejected.rows[0].ids;
-  await recordConfigEvent(c, { decision: 'source_removed', operator: opts.operator, sourceId: id, details: { rejectedApprovals, grantsRemoved: grants.rowCount ?? 0 } });
-  return { id, removed: true, rejectedApprovals, grantsRemoved: grants.rowCount ?? 0 };
+  await recordConfigEvent(c, { decision: 'source_removed', operator: opts.operator, sourceId: id, details: { rejectedApprovals, grantsRemoved: grants.rowCount ?? 0, policiesRemoved, policiesDetached } });
+  return { id, removed: true, rejectedApprovals, grantsRemoved: grants.rowCount ?? 0, policiesRemoved, policiesDetached };
 }

@@ -100,6 +100,7 @@ export async function applyInterlockFile(db: ControlDb, input: ApplyInput, opts:
       if (ch.kind === 'source' && ch.action === 'update' && ch.fields.some((f) => f.path === 'type')) throw new ValidationError(`source "${ch.name}": a source type cannot change; remove it and add a new one`);
     }
     await notePendingApprovals(c, p, !!opts.force);
+    notePoliciesOnRemovedSources(p, current, desired, !!opts.force);
     await refuseUnknownNamesIn(c, p, current, desired, !!opts.allowUnknownNames);
     if (opts.plan) return p;
     const events: ConfigAuditEvent[] = [];
@@ -168,6 +169,28 @@ async function notePendingApprovals(c: pg.ClientBase, plan: Plan, force: boolean
     const ch = plan.changes.find((x) => x.kind === 'source' && x.name === row.source_id)!;
     ch.note = `${row.n} pending approval(s): ${force ? 'rejected by --force' : 'refused unless --force'}`;
   }
+}
+
+/**
+ * Policies that name, in `applies_to.sources`, a source the plan removes (trial nu40): with a
+ * `policies` section the file says what every policy becomes, so one that keeps naming a removed
+ * source is refused (ValidationError, also on --plan); without one the stored policies stay, and
+ * the source removal treats them as `interlock source remove` does (refused unless --force, which
+ * removes a policy naming only that source and takes it out of the others' lists): noted here.
+ */
+export function notePoliciesOnRemovedSources(plan: Plan, current: ConfigState, desired: DesiredState, force: boolean): void {
+  const gone = plan.changes.filter((ch) => ch.kind === 'source' && ch.action === 'delete');
+  if (gone.length === 0) return;
+  const fromFile = desired.sections.has('policies');
+  const after = fromFile ? desired.policies : current.policies;
+  const lines: string[] = [];
+  for (const ch of gone) {
+    const naming = [...after.values()].filter((p) => p.applies_to?.sources?.includes(ch.name)).map((p) => p.name);
+    if (naming.length === 0) continue;
+    if (fromFile) lines.push(...naming.map((n) => `policy ${n}: applies_to.sources names source "${ch.name}", which this apply removes`));
+    else ch.note = `${ch.note ? `${ch.note}; ` : ''}named by policy(ies) ${naming.join(', ')}: ${force ? 'removed or detached by --force' : 'refused unless --force'}`;
+  }
+  if (lines.length) throw new ValidationError('the file keeps policies naming a source it removes: take the source out of their applies_to.sources, or leave the policies out', lines);
 }
 
 async function identityIdOf(c: pg.ClientBase, name: string): Promise<string> {

@@ -225,6 +225,12 @@ export async function provisionDemoSetup(opts: ProvisionDemoOptions): Promise<De
   if (!loaded) {
     log?.info({ component: 'demo', database: databaseName }, 'loading Chinook');
     await loadChinook(dbUrl);
+  } else {
+    // Chinook loaded by an earlier version, which did not ANALYZE it (trial nu40): once now.
+    await withClient(dbUrl, async (c) => {
+      const never = await c.query("SELECT 1 FROM pg_stat_user_tables WHERE schemaname = 'public' AND relname = 'playlist' AND last_analyze IS NULL AND last_autoanalyze IS NULL");
+      if (never.rowCount) await c.query('ANALYZE');
+    });
   }
   await withClient(dbUrl, (c) => ensurePlaylistIdDefault(c));
 

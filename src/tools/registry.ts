@@ -40,10 +40,20 @@ function pascal(name: string): string {
     .join('');
 }
 
+/** Most values of an enum an agent-facing validation message lists (the rest: ", … (N more)"). */
+const MAX_LISTED_VALUES = 20;
+
+/** The values of a schema enum as a comma-separated list of their JSON forms, at most MAX_LISTED_VALUES. */
+function allowedList(values: unknown[]): string {
+  const shown = values.slice(0, MAX_LISTED_VALUES).map((v) => JSON.stringify(v)).join(', ');
+  return values.length > MAX_LISTED_VALUES ? `${shown}, … (${values.length - MAX_LISTED_VALUES} more)` : shown;
+}
+
 /**
  * Formats ajv errors as one short sentence for an agent (at most 5 errors, `; `-separated): the
  * argument's path (`arguments` for the object itself) and what is wrong; an unknown property is
- * named (`arguments has an unknown property "source_id"`), so the agent knows what to drop.
+ * named (`arguments has an unknown property "source_id"`), so the agent knows what to drop; a value
+ * outside an enum names the schema's allowed values (`source_types.0 must be one of: "postgres", …`).
  */
 export function describeValidationErrors(errors: Array<{ instancePath?: string; message?: string; keyword?: string; params?: Record<string, unknown> }> | null | undefined): string {
   if (!errors || errors.length === 0) return 'arguments do not match the input schema';
@@ -52,6 +62,9 @@ export function describeValidationErrors(errors: Array<{ instancePath?: string; 
     .map((e) => {
       const at = e.instancePath ? e.instancePath.slice(1).replace(/\//g, '.') : 'arguments';
       if (e.keyword === 'additionalProperties' && typeof e.params?.additionalProperty === 'string') return `${at} has an unknown property ${JSON.stringify(e.params.additionalProperty)}`;
+      // The schema's own list (trial nu40): "must be one of: get_document", not a bare "allowed values".
+      if (e.keyword === 'enum' && Array.isArray(e.params?.allowedValues)) return `${at} must be one of: ${allowedList(e.params.allowedValues)}`;
+      if (e.keyword === 'const' && e.params?.allowedValue !== undefined) return `${at} must be ${JSON.stringify(e.params.allowedValue)}`;
       return `${at} ${e.message ?? 'is invalid'}`;
     })
     .join('; ');

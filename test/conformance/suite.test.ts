@@ -156,6 +156,26 @@ describe('interlock-conformance CLI', () => {
     expect(down.out).toContain('cannot reach');
     expect(down.code).toBe(2);
   }, 60_000);
+
+  it('exits 2 with one line when the server refuses the --api-key (trial nu40: it read as contract failures)', async () => {
+    const refused = await run(['--url', server.url, '--api-key', 'il_live_wrongwrongwrongwrongwrong', '--num-runs', '1', '--rule', 'TOOL-ARGUMENTS']);
+    expect(refused).toEqual({ code: 2, out: 'error: conformance: the server refused the API key (on a tools/call of interlock_list_sources it answered unauthorized (invalid_api_key)): check --api-key (a key of a running server, not revoked)\n' });
+    // A server that refuses the key with HTTP 401 (as the 2026-07-28 dialect does).
+    const gate = http.createServer((req, res) => {
+      res.writeHead(req.headers.authorization ? 401 : 400, { 'content-type': 'application/json', 'www-authenticate': 'Bearer' });
+      res.end('{}');
+    });
+    await new Promise<void>((r) => gate.listen(0, '127.0.0.1', r));
+    try {
+      const port = (gate.address() as { port: number }).port;
+      expect(await run(['--url', `http://127.0.0.1:${port}/mcp`, '--api-key', 'k', '--num-runs', '1'])).toEqual({
+        code: 2,
+        out: 'error: conformance: the server refused the API key (HTTP 401 on a tools/call of interlock_list_sources): check --api-key (a key of a running server, not revoked)\n',
+      });
+    } finally {
+      await new Promise((r) => gate.close(r));
+    }
+  }, 60_000);
 });
 
 /** One POST to InterLock itself (no proxy): status and parsed JSON body. */

@@ -265,6 +265,15 @@ describe('resources', () => {
     expect((await admin('DELETE', '/policies/cap-rows')).json).toEqual({ name: 'cap-rows', removed: true });
     expect((await admin('DELETE', '/policies/cap-rows')).status).toBe(404);
     expect((await admin('GET', '/policies/cap-rows')).status).toBe(404);
+
+    // DELETE /roles/{name} (trial nu40 item 5): 409 naming the grants unless force, which revokes them.
+    expect((await admin('POST', '/grants', { identity: 'genre-agent', role: 'genre-reader', source: 'chinook' })).status).toBe(201);
+    const refused = await admin('DELETE', '/roles/genre-reader');
+    expect(refused.status).toBe(409);
+    expect(refused.json).toMatchObject({ code: 'conflict', details: ['genre-agent on chinook'] });
+    expect((await admin('DELETE', '/roles/genre-reader?force=true')).json).toEqual({ name: 'genre-reader', removed: true, grantsRevoked: ['genre-agent on chinook'], policiesRemoved: [], policiesDetached: [] });
+    expect((await admin('DELETE', '/roles/genre-reader')).status).toBe(404);
+    expect((await admin('GET', '/grants?identity=genre-agent')).json.grants).toEqual([]);
   });
 
   test('bodies: bad JSON, wrong media type, too large; unknown admin routes', async () => {
@@ -469,7 +478,7 @@ describe('source lifecycle and declarative configuration (issue 16)', () => {
     expect(refused.json).toMatchObject({ error: 'conflict', code: 'conflict', details: [queued.json.approval_id] });
     expect((await admin('DELETE', '/sources/chinook-tls?force=maybe')).status).toBe(400);
     const removed = await admin('DELETE', '/sources/chinook-tls?force=true');
-    expect(removed.json).toEqual({ id: 'chinook-tls', removed: true, rejectedApprovals: [queued.json.approval_id], grantsRemoved: 1 });
+    expect(removed.json).toEqual({ id: 'chinook-tls', removed: true, rejectedApprovals: [queued.json.approval_id], grantsRemoved: 1, policiesRemoved: [], policiesDetached: [] });
     expect((await admin('GET', '/sources/chinook-tls')).status).toBe(404);
     expect((await admin('DELETE', '/sources/chinook-tls')).status).toBe(404);
     expect((await admin('GET', `/approvals/${queued.json.approval_id}`)).json).toMatchObject({ state: 'rejected', decidedBy: 'ops-anna' });

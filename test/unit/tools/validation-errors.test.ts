@@ -15,3 +15,17 @@ test('the generated validators: interlock_related_documents with a source_id nam
   const message = related.validate({ asset_id: 'doc-1', source_id: 'handbook' });
   expect(message).toBe('arguments has an unknown property "source_id"');
 });
+
+test('a value outside an enum names the allowed values from the schema (trial nu40): interlock_discover source_types, interlock_query request.operation', () => {
+  const tools = interlockToolBindings({});
+  const discover = tools.find((b) => b.name === 'interlock_discover')!;
+  expect(discover.validate({ source_id: 'handbook', query: 'x', source_types: ['bogus'] })).toBe('source_types.0 must be one of: "postgres", "documents"');
+  const query = tools.find((b) => b.name === 'interlock_query')!;
+  expect(query.validate({ source_id: 'handbook', request: { operation: 'frobnicate', asset_id: 'a' } })).toBe('request.operation must be one of: "get_document"');
+  // A long enum lists its first 20 values and counts the rest; a const names its one value.
+  const values = Array.from({ length: 23 }, (_, i) => `v${i}`);
+  expect(describeValidationErrors([{ instancePath: '/x', keyword: 'enum', params: { allowedValues: values }, message: 'must be equal to one of the allowed values' }])).toBe(
+    `x must be one of: ${values.slice(0, 20).map((v) => `"${v}"`).join(', ')}, … (3 more)`,
+  );
+  expect(describeValidationErrors([{ instancePath: '/type', keyword: 'const', params: { allowedValue: 'read' }, message: 'must be equal to constant' }])).toBe('type must be "read"');
+});
