@@ -207,6 +207,44 @@ describe('API keys', () => {
     expect((new DbIdentityResolver(t.db, { cacheTtlMs: 60_000 }) as unknown as { cacheTtlMs: number }).cacheTtlMs).toBe(5000);
   });
 
+  // Task hrr (red team rt40's race, in the API-key resolver): a lookup that read the key before its
+  // revoke committed and returned after the notification's invalidate() stored the revoked key, so
+  // it kept resolving for the cache's lifetime. Now a resolution is cached only when no invalidate()
+  // happened while it ran.
+  test('a resolution racing the revoke notification is not cached', async () => {
+    const idn = await createIdentity(t.db, 'race-agent');
+    const k = await createApiKey(t.db, idn.id);
+    const db = await openControlDb(t.temp.url, { migrate: false, poolSize: 2 });
+    // The key lookup's answer reaches the resolver late (a busy event loop or network): held until released, after the query ran.
+    let release: () => void = () => undefined;
+    const gate = new Promise<void>((r) => (release = r));
+    let looked: () => void = () => undefined;
+    const lookedUp = new Promise<void>((r) => (looked = r));
+    const realQuery = db.pool.query.bind(db.pool) as (...args: unknown[]) => Promise<unknown>;
+    (db.pool as unknown as { query: (...args: unknown[]) => Promise<unknown> }).query = async (...args: unknown[]) => {
+      const r = await realQuery(...args);
+      if (typeof args[0] === 'string' && args[0].includes('FROM api_keys k JOIN identities')) {
+        looked();
+        await gate;
+      }
+      return r;
+    };
+    try {
+      const resolver = new DbIdentityResolver(db, { cacheTtlMs: 5000 });
+      const inFlight = resolver.resolve(k.secret);
+      await lookedUp;
+      await revokeApiKey(t.db, k.keyId);
+      resolver.invalidate();
+      release();
+      const first = await inFlight;
+      const next = await resolver.resolve(k.secret);
+      expect({ first: first?.name ?? null, next: next?.name ?? null }).toEqual({ first: 'race-agent', next: null });
+    } finally {
+      release();
+      await db.close();
+    }
+  });
+
   test('last_used_at is set on use and not rewritten within the interval', async () => {
     const idn = await createIdentity(t.db, 'lastused-agent');
     const k = await createApiKey(t.db, idn.id);
