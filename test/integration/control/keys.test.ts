@@ -4,6 +4,7 @@ import { freshControlDb, type TestControlDb } from './control-db';
 import { API_KEY_PATTERN, createApiKey, DbIdentityResolver, hashApiKey, listApiKeys, revokeApiKey } from '../../../src/control/keys';
 import { createIdentity, disableIdentity, enableIdentity } from '../../../src/control/identities';
 import { getKeyPepper, openControlDb } from '../../../src/control/db';
+import { openHeldControlDb } from '../../helpers/held-control-db';
 
 let t: TestControlDb;
 beforeAll(async () => {
@@ -214,21 +215,8 @@ describe('API keys', () => {
   test('a resolution racing the revoke notification is not cached', async () => {
     const idn = await createIdentity(t.db, 'race-agent');
     const k = await createApiKey(t.db, idn.id);
-    const db = await openControlDb(t.temp.url, { migrate: false, poolSize: 2 });
     // The key lookup's answer reaches the resolver late (a busy event loop or network): held until released, after the query ran.
-    let release: () => void = () => undefined;
-    const gate = new Promise<void>((r) => (release = r));
-    let looked: () => void = () => undefined;
-    const lookedUp = new Promise<void>((r) => (looked = r));
-    const realQuery = db.pool.query.bind(db.pool) as (...args: unknown[]) => Promise<unknown>;
-    (db.pool as unknown as { query: (...args: unknown[]) => Promise<unknown> }).query = async (...args: unknown[]) => {
-      const r = await realQuery(...args);
-      if (typeof args[0] === 'string' && args[0].includes('FROM api_keys k JOIN identities')) {
-        looked();
-        await gate;
-      }
-      return r;
-    };
+    const { db, release, ran: lookedUp } = await openHeldControlDb(t.temp.url, (sql) => sql.includes('FROM api_keys k JOIN identities'));
     try {
       const resolver = new DbIdentityResolver(db, { cacheTtlMs: 5000 });
       const inFlight = resolver.resolve(k.secret);
