@@ -81,7 +81,8 @@ export function pairKey(role: string, source: string): string {
  * interlock_sync_claim_grants give per issuer (configured_claim_grants and the mappings' own
  * role_grants, task hcg): loaded together on first use, again after invalidate() (call it on a
  * `claim_mappings`, `configured_claim_grants` or '*' change notification) and at least every
- * `maxAgeMs` (default 60 s, so a replica that missed a notification catches up). A failed reload
+ * `maxAgeMs` (default 60 s, so a replica that missed a notification catches up). A call made after
+ * invalidate() never takes the answer of a load that began before it. A failed reload
  * keeps the last good set (the caller's control-database failure surfaces elsewhere); with none, it throws.
  */
 export class ClaimMappingCache {
@@ -119,6 +120,10 @@ export class ClaimMappingCache {
   private async fresh(): Promise<void> {
     if (this.stale || Date.now() - this.loadedAt >= this.maxAgeMs) {
       try {
+        // A load in flight while the set is stale began before an invalidate() (load() clears
+        // `stale` when it starts) and may have read the rows from before the change: wait for it,
+        // then read again, rather than take its answer (task hrr, the race of red team rt40).
+        if (this.inflight && this.stale) await this.inflight.catch(() => undefined);
         await (this.inflight ??= this.load().finally(() => (this.inflight = null)));
       } catch (err) {
         if (!this.byIssuer) throw err;

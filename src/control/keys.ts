@@ -212,7 +212,8 @@ function cacheKeyOf(secret: string): string {
  * control-database write other than the audit). close() writes what is pending.
  *
  * Revocation bound: positive results are cached for cacheTtlMs (default 2 s, capped at 5 s); call
- * invalidate() on a CONTROL_CHANNEL notification (listenControlChanges) to drop them at once.
+ * invalidate() on a CONTROL_CHANNEL notification (listenControlChanges) to drop them at once. A
+ * resolution during which invalidate() was called is answered but not cached (task hrr).
  * Negative results are never cached.
  *
  * Made-up keys (issue 10, availability): the resolver keeps the keyed hashes of every usable key in
@@ -228,6 +229,8 @@ export class DbIdentityResolver implements IdentityResolver {
   private readonly cacheTtlMs: number;
   private readonly lastUsedIntervalMs: number;
   private readonly cache = new Map<string, { identity: Identity; until: number }>();
+  /** invalidate() calls so far: a resolution is cached only when none happened while it ran (task hrr, as red team rt40 for the token resolver). */
+  private generation = 0;
   private readonly lastTouched = new Map<string, number>();
   private readonly lastUsedFlushMs: number;
   private pending = new Set<string>();
@@ -256,6 +259,7 @@ export class DbIdentityResolver implements IdentityResolver {
 
   /** Drops every cached resolution (call on any api_keys/identities change notification). */
   invalidate(): void {
+    this.generation++;
     this.cache.clear();
     this.knownStale = true;
   }
@@ -319,6 +323,9 @@ export class DbIdentityResolver implements IdentityResolver {
     const hit = this.cache.get(cacheKey);
     if (hit && hit.until > now) return { ...hit.identity };
     if (hit) this.cache.delete(cacheKey);
+    // A lookup that read the database before a revoke committed and returns after its notification
+    // cleared the cache must not store the revoked key for the cache's lifetime.
+    const gen = this.generation;
     const pepper = await getKeyPepper(this.db);
     const hash = hashApiKey(pepper, apiKey);
     const known = await this.knownHashes(now);
@@ -344,7 +351,7 @@ export class DbIdentityResolver implements IdentityResolver {
     const identity: Identity = { id: row.identity_id, name: row.identity_name, keyId: row.key_id };
     // Row rules read these as identity.<name> (issue 27).
     if (row.attributes && Object.keys(row.attributes).length > 0) identity.attributes = row.attributes;
-    if (this.cacheTtlMs > 0) this.cache.set(cacheKey, { identity, until: now + this.cacheTtlMs });
+    if (this.cacheTtlMs > 0 && gen === this.generation) this.cache.set(cacheKey, { identity, until: now + this.cacheTtlMs });
     if (!row.last_used_fresh) this.touch(row.key_id, now);
     return { ...identity };
   }

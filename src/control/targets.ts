@@ -207,15 +207,26 @@ function locatedClientClass(locator: PrimaryLocator): typeof pg.Client {
 }
 
 /**
+ * The startup option every control connection carries: its transactions run at READ COMMITTED
+ * whatever the database's or role's default_transaction_isolation (a startup option overrides
+ * both). The database-sealed audit chains refuse appends at any other level (0A000, migration
+ * 20261212150000000_audit-append-read-committed_hrr), so without it a control database set to
+ * repeatable read would fail every honest approval, config and pending-event append.
+ */
+export const CONTROL_ISOLATION_OPTION = '-c default_transaction_isolation=read\\ committed';
+
+/**
  * node-postgres client/pool settings for the control database at `url` plus `extra`
- * (application_name, timeouts …). For a located URL (several hosts or target_session_attrs) the
- * settings carry `Client`, the located client class, which pg.Pool uses for every connection;
- * otherwise they are `{connectionString: url, ...extra}` as before.
+ * (application_name, timeouts …). `options` always includes CONTROL_ISOLATION_OPTION after
+ * `extra.options` (a URL's own `options` parameter replaces both: node-postgres prefers the URL).
+ * For a located URL (several hosts or target_session_attrs) the settings carry `Client`, the
+ * located client class, which pg.Pool uses for every connection; otherwise `connectionString` is `url`.
  */
 export function controlConnectionConfig(url: string, extra: Omit<pg.PoolConfig, 'Client'>): Omit<pg.PoolConfig, 'Client'> & { connectionString: string; Client?: typeof pg.Client } {
   const l = locatorFor(url);
-  if (!l.targets.located) return { ...extra, connectionString: url };
-  return { ...extra, connectionString: l.targets.urlFor(l.targets.hosts[0]), Client: locatedClientClass(l) };
+  const withIsolation = { ...extra, options: extra.options ? `${extra.options} ${CONTROL_ISOLATION_OPTION}` : CONTROL_ISOLATION_OPTION };
+  if (!l.targets.located) return { ...withIsolation, connectionString: url };
+  return { ...withIsolation, connectionString: l.targets.urlFor(l.targets.hosts[0]), Client: locatedClientClass(l) };
 }
 
 /** A pg.Pool on the control database at `url` (see controlConnectionConfig). */

@@ -27,12 +27,14 @@ export interface GovernedEnv {
 }
 
 /** Starts the environment. `config` overrides parts of the default configuration (e.g. rate limits); `port` (default 0, any free port) is the gateway's. */
-export async function startGovernedEnv(opts: { config?: { [K in keyof ResolvedGatewayConfig]?: Partial<ResolvedGatewayConfig[K]> }; fixtures?: boolean; logger?: import('pino').Logger; port?: number } = {}): Promise<GovernedEnv> {
+export async function startGovernedEnv(opts: { config?: { [K in keyof ResolvedGatewayConfig]?: Partial<ResolvedGatewayConfig[K]> }; fixtures?: boolean; logger?: import('pino').Logger; port?: number; beforeOpen?: (control: TempDatabase) => Promise<void> } = {}): Promise<GovernedEnv> {
   const tag = randomBytes(4).toString('hex');
   const control: TempDatabase = await createTempDatabase('control');
   const databaseName = `il_chinook_${tag}`;
   const rolePrefix = `il_t_${tag}`;
   const logger = opts.logger ?? createLogger('silent');
+  // opts.beforeOpen: runs on the new, empty control database before anything connects to it (e.g. ALTER DATABASE … SET).
+  if (opts.beforeOpen) await opts.beforeOpen(control);
   const db = await openControlDb(control.url, { logger });
   const demo = await provisionDemo({ adminUrl: ADMIN_URL, controlDb: db, databaseName, rolePrefix, sourceId: 'chinook', identityName: 'demo-agent', logger });
   // Each section of opts.config is merged over the default section (so a test names only what it changes).

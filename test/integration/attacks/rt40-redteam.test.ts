@@ -279,13 +279,13 @@ describe('item 2: a sign-in waits at most 50 ms for the chain', () => {
     }
   });
 
-  // Finding (medium, open; older than hfix): the same stale head through the approval events'
-  // append (interlock_audit_append_v2, which the runtime role may run): a runtime session at
-  // REPEATABLE READ takes its snapshot, another append commits, then its own append takes the free
-  // lock and chains on the old head: the chain forks and `audit verify` fails. Fix (not made: every
-  // format-2/4 append body): take the chain's lock by updating its row (40001 for a stale snapshot),
-  // or refuse to append outside READ COMMITTED.
-  test.failing('finding (medium, open): a runtime session at REPEATABLE READ forks the chain through the approval append', async () => {
+  // Finding (medium, fixed by task hrr; older than hfix): the same stale head through the approval
+  // events' append (interlock_audit_append_v2, which the runtime role may run): a runtime session at
+  // REPEATABLE READ takes its snapshot, another append commits, then its own append took the free
+  // lock and chained on the old head: the chain forked and `audit verify` failed. Now every append
+  // on a database-sealed chain refuses to run outside READ COMMITTED (0A000, migration
+  // 20261212150000000_audit-append-read-committed_hrr; the other appends: test/integration/audit/read-committed.test.ts).
+  test('finding (medium, fixed): a runtime session at REPEATABLE READ can no longer fork the chain through the approval append', async () => {
     await drain();
     const c = new pg.Client({ connectionString: rtUrl });
     await c.connect();
@@ -294,10 +294,11 @@ describe('item 2: a sign-in waits at most 50 ms for the chain', () => {
       await c.query('SELECT count(*) FROM audit_batches');
       await recordApprovalEvent(t.db, { approvalId: 'apr_rt40_a', action: 'expired', operator: 'system:expiry' });
       const got = await codeOf(c, 'SELECT 1');
-      await recordApprovalEvent(c, { approvalId: 'apr_rt40_b', action: 'expired', operator: 'system:expiry' }).catch((e: { code?: string }) => e.code);
+      const appended = await recordApprovalEvent(c, { approvalId: 'apr_rt40_b', action: 'expired', operator: 'system:expiry' }).then(() => 'ok', (e: { code?: string }) => e.code);
       await c.query('COMMIT').catch(() => undefined);
       const report = await verifyAuditChain(t.db);
-      expect({ got, forks: await forks(), ok: report.ok }).toEqual({ got: 'ok', forks: 0, ok: true });
+      const stored = (await t.db.pool.query<{ n: number }>("SELECT count(*)::int AS n FROM audit_events WHERE approval_id = 'apr_rt40_b'")).rows[0]!.n;
+      expect({ got, appended, stored, forks: await forks(), ok: report.ok }).toEqual({ got: 'ok', appended: '0A000', stored: 0, forks: 0, ok: true });
     } finally {
       await c.end();
     }

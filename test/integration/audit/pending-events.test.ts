@@ -172,17 +172,19 @@ test("the migration's down step chains pending events before dropping the table;
   await c.connect();
   const quiet = { debug: () => undefined, info: () => undefined, warn: () => undefined, error: () => undefined };
   const names = migrationNames();
-  // rt40's (the READ COMMITTED guard restores hfix's body), hfix's two (the bounded wait restores
-  // hchain's SKIP LOCKED body) and rt39's bounded drain (20261211230000000) are undone first, then hchain's.
-  expect(names.slice(-5)).toEqual([
+  // hrr's (the appends' READ COMMITTED refusal restores hgov2's and hchain's bodies), rt40's (the
+  // READ COMMITTED guard restores hfix's body), hfix's two (the bounded wait restores hchain's SKIP
+  // LOCKED body) and rt39's bounded drain (20261211230000000) are undone first, then hchain's.
+  expect(names.slice(-6)).toEqual([
     '20261211140000000_pending-audit-events_hchain',
     '20261211230000000_pending-audit-chunks_rt39',
     '20261212100000000_identity-subjects-notify_hfix',
     '20261212101000000_chain-lock-bounded-wait_hfix',
     '20261212140000000_chain-lock-read-committed_rt40',
+    '20261212150000000_audit-append-read-committed_hrr',
   ]);
   try {
-    await runner({ dbClient: c, dir: MIGRATIONS_DIR, migrationsTable: MIGRATIONS_TABLE, direction: 'down', count: 5, checkOrder: true, singleTransaction: true, logger: quiet });
+    await runner({ dbClient: c, dir: MIGRATIONS_DIR, migrationsTable: MIGRATIONS_TABLE, direction: 'down', count: 6, checkOrder: true, singleTransaction: true, logger: quiet });
   } finally {
     await c.end();
   }

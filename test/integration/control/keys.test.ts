@@ -4,6 +4,7 @@ import { freshControlDb, type TestControlDb } from './control-db';
 import { API_KEY_PATTERN, createApiKey, DbIdentityResolver, hashApiKey, listApiKeys, revokeApiKey } from '../../../src/control/keys';
 import { createIdentity, disableIdentity, enableIdentity } from '../../../src/control/identities';
 import { getKeyPepper, openControlDb } from '../../../src/control/db';
+import { openHeldControlDb } from '../../helpers/held-control-db';
 
 let t: TestControlDb;
 beforeAll(async () => {
@@ -205,6 +206,31 @@ describe('API keys', () => {
     expect(await resolver.resolve(k2.secret)).toBeNull();
     // The bound is capped at 5 s whatever is asked.
     expect((new DbIdentityResolver(t.db, { cacheTtlMs: 60_000 }) as unknown as { cacheTtlMs: number }).cacheTtlMs).toBe(5000);
+  });
+
+  // Task hrr (red team rt40's race, in the API-key resolver): a lookup that read the key before its
+  // revoke committed and returned after the notification's invalidate() stored the revoked key, so
+  // it kept resolving for the cache's lifetime. Now a resolution is cached only when no invalidate()
+  // happened while it ran.
+  test('a resolution racing the revoke notification is not cached', async () => {
+    const idn = await createIdentity(t.db, 'race-agent');
+    const k = await createApiKey(t.db, idn.id);
+    // The key lookup's answer reaches the resolver late (a busy event loop or network): held until released, after the query ran.
+    const { db, release, ran: lookedUp } = await openHeldControlDb(t.temp.url, (sql) => sql.includes('FROM api_keys k JOIN identities'));
+    try {
+      const resolver = new DbIdentityResolver(db, { cacheTtlMs: 5000 });
+      const inFlight = resolver.resolve(k.secret);
+      await lookedUp;
+      await revokeApiKey(t.db, k.keyId);
+      resolver.invalidate();
+      release();
+      const first = await inFlight;
+      const next = await resolver.resolve(k.secret);
+      expect({ first: first?.name ?? null, next: next?.name ?? null }).toEqual({ first: 'race-agent', next: null });
+    } finally {
+      release();
+      await db.close();
+    }
   });
 
   test('last_used_at is set on use and not rewritten within the interval', async () => {
