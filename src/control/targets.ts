@@ -166,7 +166,7 @@ export function locatorFor(url: string): PrimaryLocator {
 
 /** A pg.Client subclass that connects to its locator's usable host and checks it (see the module). */
 function locatedClientClass(locator: PrimaryLocator): typeof pg.Client {
-  return class LocatedClient extends pg.Client {
+  return class LocatedClient extends ControlClient {
     override connect(): Promise<pg.Client>;
     override connect(callback: ((err: Error) => void) | ((err: null, c: pg.Client) => void)): void;
     override connect(callback?: ((err: Error) => void) | ((err: null, c: pg.Client) => void)): Promise<pg.Client> | void {
@@ -216,17 +216,43 @@ function locatedClientClass(locator: PrimaryLocator): typeof pg.Client {
 export const CONTROL_ISOLATION_OPTION = '-c default_transaction_isolation=read\\ committed';
 
 /**
- * node-postgres client/pool settings for the control database at `url` plus `extra`
- * (application_name, timeouts …). `options` always includes CONTROL_ISOLATION_OPTION after
- * `extra.options` (a URL's own `options` parameter replaces both: node-postgres prefers the URL).
- * For a located URL (several hosts or target_session_attrs) the settings carry `Client`, the
- * located client class, which pg.Pool uses for every connection; otherwise `connectionString` is `url`.
+ * The startup `options` of a control connection: what node-postgres resolved (`resolved`: the
+ * URL's `options` parameter, else the settings' `options`, else PGOPTIONS), then the settings' own
+ * `own` when the URL replaced it (e.g. the operator pool's lock_timeout), then
+ * CONTROL_ISOLATION_OPTION. PostgreSQL applies `-c` settings in order, so a later one wins.
  */
-export function controlConnectionConfig(url: string, extra: Omit<pg.PoolConfig, 'Client'>): Omit<pg.PoolConfig, 'Client'> & { connectionString: string; Client?: typeof pg.Client } {
+export function controlStartupOptions(resolved: string | undefined, own: string | undefined): string {
+  const parts: string[] = [];
+  if (resolved) parts.push(resolved);
+  if (own && own !== resolved) parts.push(own);
+  parts.push(CONTROL_ISOLATION_OPTION);
+  return parts.join(' ');
+}
+
+/**
+ * The pg.Client of every control connection: node-postgres's client with its startup options
+ * extended by controlStartupOptions after node-postgres has resolved them (a URL's `options`
+ * parameter no longer replaces the isolation or the settings' own options).
+ */
+class ControlClient extends pg.Client {
+  constructor(config?: string | pg.ClientConfig) {
+    super(config);
+    const params = (this as unknown as { connectionParameters: { options?: string } }).connectionParameters;
+    params.options = controlStartupOptions(params.options, typeof config === 'object' ? config.options : undefined);
+  }
+}
+
+/**
+ * node-postgres client/pool settings for the control database at `url` plus `extra`
+ * (application_name, timeouts, `options` …). The settings always carry `Client`: ControlClient
+ * (startup options per controlStartupOptions), or for a located URL (several hosts or
+ * target_session_attrs) the located client class built on it, which pg.Pool uses for every
+ * connection; `connectionString` is `url`, or the first host's URL when located.
+ */
+export function controlConnectionConfig(url: string, extra: Omit<pg.PoolConfig, 'Client'>): Omit<pg.PoolConfig, 'Client'> & { connectionString: string; Client: typeof pg.Client } {
   const l = locatorFor(url);
-  const withIsolation = { ...extra, options: extra.options ? `${extra.options} ${CONTROL_ISOLATION_OPTION}` : CONTROL_ISOLATION_OPTION };
-  if (!l.targets.located) return { ...withIsolation, connectionString: url };
-  return { ...withIsolation, connectionString: l.targets.urlFor(l.targets.hosts[0]), Client: locatedClientClass(l) };
+  if (!l.targets.located) return { ...extra, connectionString: url, Client: ControlClient };
+  return { ...extra, connectionString: l.targets.urlFor(l.targets.hosts[0]), Client: locatedClientClass(l) };
 }
 
 /** A pg.Pool on the control database at `url` (see controlConnectionConfig). */
@@ -237,6 +263,5 @@ export function controlPool(url: string, extra: Omit<pg.PoolConfig, 'Client'> = 
 /** A pg.Client (not connected) on the control database at `url` (see controlConnectionConfig). */
 export function controlClient(url: string, extra: pg.ClientConfig = {}): pg.Client {
   const cfg = controlConnectionConfig(url, extra as pg.PoolConfig);
-  const C = cfg.Client ?? pg.Client;
-  return new C(cfg);
+  return new cfg.Client(cfg);
 }
