@@ -10,7 +10,9 @@
  */
 import { randomBytes } from 'node:crypto';
 import { startAttackEnv, callTool, type AttackEnv } from './harness';
-import { freshControlDb, type TestControlDb } from '../control/control-db';
+import pg from 'pg';
+import { createGrantedLoginRole, dropLoginRole, freshControlDb, type TestControlDb } from '../control/control-db';
+import { grantRuntimeRole } from '../../../src/control/db';
 import { createIdentity } from '../../../src/control/identities';
 import { createApiKey, revokeApiKey } from '../../../src/control/keys';
 import { upsertRole } from '../../../src/control/roles';
@@ -225,6 +227,38 @@ describe('item 1: role remove / source remove --force / apply --prune and the po
       ['policy mask-r: applies_to.roles names role "r", which this apply removes'],
     ]);
     expect((await t.db.pool.query("SELECT count(*)::int AS n FROM roles WHERE name = 'r'")).rows[0].n).toBe(1);
+    expect(await policiesOf(t)).toEqual({ 'mask-r': { roles: ['r'] } });
+  });
+  // Defence (holder of the runtime database credential): hnu widened the operator families' privileges
+  // (role and source now DELETE/UPDATE policies), not the runtime role's: logged in as a role given
+  // `db grant-runtime-role`, removing or editing a policy, a role or a grant is refused 42501.
+  test('the runtime role still may not delete or weaken a policy, a role or a grant', async () => {
+    await setup(t);
+    await addPolicies(t.db, [mask('mask-r', { roles: ['r'] })], { allowUnknownNames: true });
+    const { role, url } = await createGrantedLoginRole(t, 'il_rt40b', grantRuntimeRole);
+    const c = new pg.Client({ connectionString: url });
+    await c.connect();
+    try {
+      const codes: string[] = [];
+      for (const sql of [
+        "DELETE FROM policies WHERE name = 'mask-r'",
+        `UPDATE policies SET applies_to = '{"roles":["nobody"]}' WHERE name = 'mask-r'`,
+        "UPDATE policies SET enabled = false WHERE name = 'mask-r'",
+        "DELETE FROM grants WHERE role_name = 'r'",
+        "DELETE FROM roles WHERE name = 'other'",
+      ]) {
+        codes.push(
+          await c.query(sql).then(
+            () => 'ok',
+            (e: { code?: string }) => e.code ?? String(e),
+          ),
+        );
+      }
+      expect(codes).toEqual(['42501', '42501', '42501', '42501', '42501']);
+    } finally {
+      await c.end();
+      await dropLoginRole(t, role);
+    }
     expect(await policiesOf(t)).toEqual({ 'mask-r': { roles: ['r'] } });
   });
 });
