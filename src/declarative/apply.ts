@@ -23,7 +23,7 @@ import { scanSource, type UnreadableRelation } from '../control/scan';
 import { deleteClaimMapping, upsertClaimMapping } from '../control/claim-mappings';
 import { takeBackUnruledClaimGrants } from '../control/claim-rules';
 import { checkRowRules } from '../control/roles';
-import { checkPolicyRowRules } from '../control/policies';
+import { checkPolicyRowRules, untiePolicies } from '../control/policies';
 import { loadKnownSources, refuseOnePartRolesOnSource, refuseOnePartSqlResources, refuseUnknownPolicyNames, refuseUnknownRoleNames, type KnownSources } from '../control/catalog-names';
 import { computePlan, type Plan, type PlanChange } from './plan';
 import { desiredStateOf, fileDigest, keepStoredSecrets, parseFileText, processSecrets, validateInterlockFileDocument, type SecretResolver } from './schema';
@@ -172,25 +172,43 @@ async function notePendingApprovals(c: pg.ClientBase, plan: Plan, force: boolean
 }
 
 /**
- * Policies that name, in `applies_to.sources`, a source the plan removes (trial nu40): with a
- * `policies` section the file says what every policy becomes, so one that keeps naming a removed
- * source is refused (ValidationError, also on --plan); without one the stored policies stay, and
- * the source removal treats them as `interlock source remove` does (refused unless --force, which
- * removes a policy naming only that source and takes it out of the others' lists): noted here.
+ * Policies that name, in `applies_to.sources` / `applies_to.roles`, a source / role the plan removes
+ * (trial nu40; roles: red team rt40b): with a `policies` section the file says what every policy
+ * becomes, so one that keeps naming a removed source or role is refused (ValidationError, also on
+ * --plan); without one the stored policies stay, and the removal treats them as `interlock source
+ * remove` / `interlock role remove` do (refused unless --force, which removes a policy naming only
+ * that source or role and takes it out of the others' lists): noted here.
  */
 export function notePoliciesOnRemovedSources(plan: Plan, current: ConfigState, desired: DesiredState, force: boolean): void {
-  const gone = plan.changes.filter((ch) => ch.kind === 'source' && ch.action === 'delete');
+  const gone = plan.changes.filter((ch) => (ch.kind === 'source' || ch.kind === 'role') && ch.action === 'delete');
   if (gone.length === 0) return;
   const fromFile = desired.sections.has('policies');
   const after = fromFile ? desired.policies : current.policies;
   const lines: string[] = [];
+  const kinds = new Set<string>();
   for (const ch of gone) {
-    const naming = [...after.values()].filter((p) => p.applies_to?.sources?.includes(ch.name)).map((p) => p.name);
+    const list = ch.kind === 'source' ? 'sources' : 'roles';
+    const naming = [...after.values()].filter((p) => p.applies_to?.[list]?.includes(ch.name)).map((p) => p.name);
     if (naming.length === 0) continue;
-    if (fromFile) lines.push(...naming.map((n) => `policy ${n}: applies_to.sources names source "${ch.name}", which this apply removes`));
+    if (fromFile) {
+      kinds.add(ch.kind);
+      lines.push(...naming.map((n) => `policy ${n}: applies_to.${list} names ${ch.kind} "${ch.name}", which this apply removes`));
+    }
     else ch.note = `${ch.note ? `${ch.note}; ` : ''}named by policy(ies) ${naming.join(', ')}: ${force ? 'removed or detached by --force' : 'refused unless --force'}`;
   }
-  if (lines.length) throw new ValidationError('the file keeps policies naming a source it removes: take the source out of their applies_to.sources, or leave the policies out', lines);
+  if (lines.length === 0) return;
+  const what = kinds.size === 2 ? ['a source or role', 'it', 'applies_to.sources / applies_to.roles'] : kinds.has('source') ? ['a source', 'the source', 'applies_to.sources'] : ['a role', 'the role', 'applies_to.roles'];
+  throw new ValidationError(`the file keeps policies naming ${what[0]} it removes: take ${what[1]} out of their ${what[2]}, or leave the policies out`, lines);
+}
+
+/** Runs `fn`; a ConflictError it throws is rethrown with "force the removal" told as "apply with --force". */
+async function withApplyForceHint<T>(fn: () => Promise<T>): Promise<T> {
+  try {
+    return await fn();
+  } catch (err) {
+    if (err instanceof ConflictError) throw new ConflictError(err.message.replace('force the removal', 'apply with --force'), err.details);
+    throw err;
+  }
 }
 
 async function identityIdOf(c: pg.ClientBase, name: string): Promise<string> {
@@ -210,12 +228,7 @@ async function execute(c: pg.ClientBase, ch: PlanChange, desired: DesiredState, 
   switch (ch.kind) {
     case 'source': {
       if (ch.action === 'delete') {
-        try {
-          await removeSourceIn(c, ch.name, { operator: opts.operator, force: opts.force });
-        } catch (err) {
-          if (err instanceof ConflictError) throw new ConflictError(`${err.message.replace('force the removal', 'apply with --force')}`, err.details);
-          throw err;
-        }
+        await withApplyForceHint(() => removeSourceIn(c, ch.name, { operator: opts.operator, force: opts.force }));
         return null; // removeSourceIn recorded source_removed
       }
       const s = desired.sources.get(ch.name)!;
@@ -230,6 +243,8 @@ async function execute(c: pg.ClientBase, ch: PlanChange, desired: DesiredState, 
     }
     case 'role': {
       if (ch.action === 'delete') {
+        // As `role remove` does (red team rt40b): the policies naming the role are refused, or untied with --force.
+        await withApplyForceHint(() => untiePolicies(c, 'roles', ch.name, { operator: opts.operator, force: opts.force, what: `role "${ch.name}"` }));
         await c.query('DELETE FROM roles WHERE name = $1', [ch.name]);
         return null;
       }
