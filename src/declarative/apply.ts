@@ -100,7 +100,7 @@ export async function applyInterlockFile(db: ControlDb, input: ApplyInput, opts:
       if (ch.kind === 'source' && ch.action === 'update' && ch.fields.some((f) => f.path === 'type')) throw new ValidationError(`source "${ch.name}": a source type cannot change; remove it and add a new one`);
     }
     await notePendingApprovals(c, p, !!opts.force);
-    notePoliciesOnRemovedSources(p, current, desired, !!opts.force);
+    notePoliciesOnRemovals(p, current, desired, !!opts.force);
     await refuseUnknownNamesIn(c, p, current, desired, !!opts.allowUnknownNames);
     if (opts.plan) return p;
     const events: ConfigAuditEvent[] = [];
@@ -179,7 +179,7 @@ async function notePendingApprovals(c: pg.ClientBase, plan: Plan, force: boolean
  * remove` / `interlock role remove` do (refused unless --force, which removes a policy naming only
  * that source or role and takes it out of the others' lists): noted here.
  */
-export function notePoliciesOnRemovedSources(plan: Plan, current: ConfigState, desired: DesiredState, force: boolean): void {
+export function notePoliciesOnRemovals(plan: Plan, current: ConfigState, desired: DesiredState, force: boolean): void {
   const gone = plan.changes.filter((ch) => (ch.kind === 'source' || ch.kind === 'role') && ch.action === 'delete');
   if (gone.length === 0) return;
   const fromFile = desired.sections.has('policies');

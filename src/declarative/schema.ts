@@ -75,7 +75,7 @@ export function validateInterlockFileDocument(input: unknown): InterlockFile {
     // Every mistake at once; a policy's rule judged against its own type's branch only (trial nu40
     // item 9), not one line per rule type it is not.
     const lines = formatSchemaErrors(validateInterlockFile.errors);
-    const policies = (input as { policies?: unknown }).policies;
+    const policies = (input as { policies?: unknown } | null)?.policies;
     if (!Array.isArray(policies)) throw new ValidationError('invalid interlock file', lines);
     const ofPolicy = /^\/policies\/\d+[/:]/;
     const policyLines = policies.flatMap((p, i) => policySchemaErrors(p, `/policies/${i}`));

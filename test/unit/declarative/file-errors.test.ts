@@ -33,3 +33,15 @@ test('two roles and two policies with mistakes: one line per mistake, none per r
     ],
   });
 });
+
+test('an empty file (YAML null), or a document that is not an object, is a ValidationError, not a TypeError', () => {
+  for (const doc of [null, undefined, 5, 'text']) {
+    let err: unknown;
+    try {
+      validateInterlockFileDocument(doc);
+    } catch (e) {
+      err = e;
+    }
+    expect({ doc, type: (err as Error)?.constructor?.name, message: (err as Error)?.message }).toEqual({ doc, type: 'ValidationError', message: 'invalid interlock file' });
+  }
+});
