@@ -147,7 +147,8 @@ export function formatFailure(url: URL, req: WireRequest, exp: Expectation, res:
 /**
  * Runs the suite against `opts.url` and returns one verdict per rule id. Throws only when the spec
  * cannot be loaded, the endpoint cannot be reached at all, or it refuses `opts.apiKey` (HTTP 401 or
- * 403 on an authenticated tools/list): the CLI's exit 2 with one line.
+ * 403, or the contract's in-band unauthorized, on a tools/call of the probe tool: keyRefusal): the
+ * CLI's exit 2 with one line.
  */
 export async function runConformance(opts: RunOptions): Promise<RunReport> {
   const profiles: Profile[] = parseProfiles(opts.profiles).filter((p) => p !== 'sql-gateway');
