@@ -641,7 +641,7 @@ export interface paths {
         get: operations["adminGetSource"];
         put?: never;
         post?: never;
-        /** Remove a source with its grants, catalog snapshot and discovery index; its audit events and approvals stay. 409 conflict while approvals of it are pending (details: their ids), unless force=true: they are then rejected in the operator's name. 409 conflict too while policies name it in applies_to.sources (details: their names), unless force=true: a policy naming only this source is then removed, one naming others too no longer names it (each audited as policy_removed / policy_updated). Audited as kind config, decision source_removed (issue 16). */
+        /** Remove a source with its grants, catalog snapshot and discovery index; its audit events and approvals stay. 409 conflict while approvals of it are pending (details: their ids), unless force=true: they are then rejected in the operator's name. 409 conflict too while policies name it in applies_to.sources (details: their names), unless force=true: a policy naming only this source is then removed, one naming others too no longer names it (each audited as policy_removed / policy_updated). 409 conflict too while a claim mapping's role_grants rule names it (details: the issuers), unless force=true: those rules are then taken out of their mappings (each mapping audited as claim_mapping_updated); the gateway configuration's own rules (auth.issuers) are not changed. Audited as kind config, decision source_removed (issue 16). */
         delete: operations["adminRemoveSource"];
         options?: never;
         head?: never;
@@ -1358,6 +1358,8 @@ export interface components {
             policiesRemoved: string[];
             /** @description Policies that named this source among others and no longer name it (force). */
             policiesDetached: string[];
+            /** @description Issuers whose claim mapping's role_grants rules named this source, those rules taken out of the mapping because of force. */
+            claimRulesUntied: string[];
         };
         /** @description Exactly one of text (the file as YAML or JSON text; its bytes are digested) and document (the file as a JSON object; digested as canonical JSON). */
         ApplyRequest: {
@@ -5240,7 +5242,7 @@ export interface operations {
                 identity?: string;
                 /** @description Source id. */
                 source?: string;
-                /** @description allowed, refused, queued, invalid, failed, cancelled, an approval action, or a configuration change (kind config: applied, source_added, source_updated, source_removed, source_disabled, source_enabled, role_created, role_updated, role_removed, grant_added, grant_revoked, identity_created, identity_disabled, identity_enabled, identity_attributes_changed, identity_subject_linked, identity_subject_unlinked, key_created, key_revoked, policy_added, policy_updated, policy_removed, operator_token_created, operator_token_revoked, claim_rules_synced; docs/operators.md "Audit"). */
+                /** @description allowed, refused, queued, invalid, failed, cancelled, an approval action, or a configuration change (kind config: applied, source_added, source_updated, source_removed, source_disabled, source_enabled, role_created, role_updated, role_removed, grant_added, grant_revoked, identity_created, identity_disabled, identity_enabled, identity_attributes_changed, identity_subject_linked, identity_subject_unlinked, key_created, key_revoked, policy_added, policy_updated, policy_removed, operator_token_created, operator_token_revoked, claim_rules_synced, claim_mapping_updated; docs/operators.md "Audit"). */
                 decision?: string;
                 /** @description Event kind (config: every governance change (roles, grants, identities, keys, policies, operator tokens, sources) and apply, issue 16). */
                 kind?: "tool_call" | "approval" | "config";

@@ -119,14 +119,16 @@ export function registerSourceLifecycle(src: Command, ctx: CommandContext): void
     });
   src
     .command('remove')
-    .description('remove a source (its audit trail and approvals stay); refused while approvals are pending or policies name it unless --force')
+    .description('remove a source (its audit trail and approvals stay); refused while approvals are pending, or policies or claim mapping rules name it, unless --force')
     .argument('<id>', 'source id')
-    .option('--force', 'remove even with pending approvals (they are rejected) or policies naming it (a policy naming only it is removed, the others stop naming it)')
+    .option('--force', 'remove even with pending approvals (they are rejected), policies naming it (a policy naming only it is removed, the others stop naming it) or claim mapping rules naming it (taken out of their mappings)')
     .addOption(operatorOption())
     .action(async (id: string, o: { force?: boolean; operator: string }, cmd: Command) => {
       const s = ctx.session(cmd);
       const r = await (await s.backend()).removeSource(id, { operator: o.operator, force: o.force });
       const policies = `${r.policiesRemoved.length ? `; removed policy(ies) naming only it: ${r.policiesRemoved.join(', ')}` : ''}${r.policiesDetached.length ? `; policy(ies) no longer naming it: ${r.policiesDetached.join(', ')}` : ''}`;
-      s.print(`removed source ${id}${r.grantsRemoved ? ` and ${r.grantsRemoved} grant(s)` : ''}${r.rejectedApprovals.length ? `; rejected pending approval(s): ${r.rejectedApprovals.join(', ')}` : ''}${policies}`, r);
+      // (claimRulesUntied: absent from a server older than task hlow.)
+      const rules = r.claimRulesUntied?.length ? `; claim mapping rule(s) naming it taken out for issuer(s): ${r.claimRulesUntied.join(', ')}` : '';
+      s.print(`removed source ${id}${r.grantsRemoved ? ` and ${r.grantsRemoved} grant(s)` : ''}${r.rejectedApprovals.length ? `; rejected pending approval(s): ${r.rejectedApprovals.join(', ')}` : ''}${policies}${rules}`, r);
     });
 }

@@ -11,6 +11,8 @@ import type { ClaimRoleGrant, TokenIssuer } from '../../generated/config-v1';
 import type { ClaimMapping } from '../../generated/interlock-file-v1';
 import type { ControlDb } from './db';
 import { listConfiguredClaimGrants, type ConfiguredClaimGrant } from './claim-rules';
+import { recordChange, type ChangeActor } from './change-audit';
+import { ConflictError } from './errors';
 
 export type { ClaimMapping } from '../../generated/interlock-file-v1';
 
@@ -48,6 +50,51 @@ export async function upsertClaimMapping(db: Queryable, m: ClaimMapping): Promis
  */
 export async function deleteClaimMapping(db: Queryable, issuer: string): Promise<void> {
   await q(db).query('DELETE FROM claim_mappings WHERE issuer = $1', [issuer]);
+}
+
+/** What untieClaimRules did: per issuer whose claim mapping named the source, the rules taken out of its role_grants. */
+export interface ClaimRuleUntying {
+  issuer: string;
+  removed: ClaimRoleGrant[];
+}
+
+/**
+ * The claim rules naming source `sourceId` (being removed: `source remove`, DELETE
+ * /admin/v1/sources/{id}, `apply --prune`), inside the caller's transaction (task hlow: such rules
+ * outlived the source and gave its roles to a source added later under the same id). A claim
+ * mapping's `role_grants` rule naming it refuses the removal without `force`
+ * (ConflictError, details: the issuers); with `force` each such rule is taken out of its mapping's
+ * role_grants (the mapping stays, its identity_claim and unknown_subjects too) and each mapping so
+ * changed is recorded as `claim_mapping_updated` ({issuer, reason: "source_removed", removed: the
+ * rules}) on the source. Returns what was taken out, by issuer. The gateway configuration's own
+ * rules (configured_claim_grants) are left alone: each gateway start records them again from its
+ * configuration, and a source added again under a named id is checked against them
+ * (refuseOnePartRolesOnSource, red team rt39 finding 4).
+ */
+export async function untieClaimRules(c: pg.ClientBase, sourceId: string, opts: { operator: string; force?: boolean; what: string }): Promise<ClaimRuleUntying[]> {
+  const r = await c.query<{ issuer: string; role_grants: ClaimRoleGrant[] }>(
+    `SELECT issuer, role_grants FROM claim_mappings
+      WHERE jsonb_typeof(role_grants) = 'array' AND EXISTS (SELECT 1 FROM jsonb_array_elements(role_grants) g WHERE g->>'source' = $1)
+      ORDER BY issuer FOR UPDATE`,
+    [sourceId],
+  );
+  if (r.rows.length === 0) return [];
+  if (!opts.force) {
+    throw new ConflictError(
+      `${opts.what} is named by the claim mapping rules (role_grants) of ${r.rows.length} issuer(s): ${r.rows.map((m) => m.issuer).join(', ')}; change them first, or force the removal (the rules naming it are then taken out of those mappings)`,
+      r.rows.map((m) => m.issuer),
+    );
+  }
+  const actor: ChangeActor = { operator: opts.operator };
+  const out: ClaimRuleUntying[] = [];
+  for (const m of r.rows) {
+    const removed = m.role_grants.filter((g) => g?.source === sourceId);
+    const kept = m.role_grants.filter((g) => g?.source !== sourceId);
+    await c.query('UPDATE claim_mappings SET role_grants = $2::jsonb, updated_at = now() WHERE issuer = $1', [m.issuer, JSON.stringify(kept)]);
+    await recordChange(c, actor, 'claim_mapping_updated', { issuer: m.issuer, reason: 'source_removed', removed }, sourceId);
+    out.push({ issuer: m.issuer, removed });
+  }
+  return out;
 }
 
 /**

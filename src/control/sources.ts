@@ -14,6 +14,7 @@ import { iso } from './ids';
 import { connectPinned, type PinnedClient } from '../sources/postgres/pinned-client';
 import { refuseOnePartRolesOnSource } from './catalog-names';
 import { untiePolicies } from './policies';
+import { untieClaimRules } from './claim-mappings';
 import { pinnedStartupOptions } from '../sources/postgres/session-settings';
 
 export type { DocumentsSourceSettings, PostgresSourceSettings, SourceDefinition } from '../../generated/source-v1';
@@ -342,6 +343,8 @@ export interface SourceRemoval {
   policiesRemoved: string[];
   /** Policies that named this source among others, which no longer name it (--force; names), [] otherwise. */
   policiesDetached: string[];
+  /** Issuers whose claim mapping's role_grants named this source, those rules taken out by --force (untieClaimRules), [] otherwise. */
+  claimRulesUntied: string[];
 }
 
 /**
@@ -353,7 +356,9 @@ export interface SourceRemoval {
  * again, and a source added later under the same id inherited them), unless `force`: then, as its
  * grants (each about this one source) are deleted, the policy's tie to this source goes: a policy
  * naming only it is removed (it could never apply again), one naming others too no longer names it
- * (each recorded as policy_removed / policy_updated). One transaction; records a kind-config audit
+ * (each recorded as policy_removed / policy_updated). Claim rules naming it are refused or, for a
+ * claim mapping's rules with `force`, taken out of the mapping (untieClaimRules, claim_mapping_updated;
+ * the gateway configuration's own rules are left to it). One transaction; records a kind-config audit
  * event (decision source_removed). Throws NotFoundError.
  */
 export async function removeSource(db: ControlDb, id: string, opts: { operator: string; force?: boolean }): Promise<SourceRemoval> {
@@ -372,6 +377,8 @@ export async function removeSourceIn(c: pg.ClientBase, id: string, opts: { opera
     throw new ConflictError(`source "${id}" has ${pending.rows.length} pending approval(s): approve or reject them first, or force the removal (they are then rejected)`, pending.rows.map((a) => a.id));
   }
   const { removed: policiesRemoved, detached: policiesDetached } = await untiePolicies(c, 'sources', id, { operator: opts.operator, force: opts.force, what: `source "${id}"`, sourceId: id });
+  const claimRules = await untieClaimRules(c, id, { operator: opts.operator, force: opts.force, what: `source "${id}"` });
+  const claimRulesUntied = claimRules.map((u) => u.issuer);
   const grants = await c.query('DELETE FROM grants WHERE source_id = $1', [id]);
   await c.query('DELETE FROM catalog_snapshots WHERE source_id = $1', [id]);
   await c.query('DELETE FROM sources WHERE id = $1', [id]);
@@ -379,6 +386,6 @@ export async function removeSourceIn(c: pg.ClientBase, id: string, opts: { opera
   // event each (reason source_removed), in one statement (migration 20261208290000000).
   const rejected = await c.query<{ ids: string[] }>('SELECT interlock_reject_removed_source_approvals($1, $2) AS ids', [id, opts.operator]);
   const rejectedApprovals = rejected.rows[0].ids;
-  await recordConfigEvent(c, { decision: 'source_removed', operator: opts.operator, sourceId: id, details: { rejectedApprovals, grantsRemoved: grants.rowCount ?? 0, policiesRemoved, policiesDetached } });
-  return { id, removed: true, rejectedApprovals, grantsRemoved: grants.rowCount ?? 0, policiesRemoved, policiesDetached };
+  await recordConfigEvent(c, { decision: 'source_removed', operator: opts.operator, sourceId: id, details: { rejectedApprovals, grantsRemoved: grants.rowCount ?? 0, policiesRemoved, policiesDetached, claimRulesUntied } });
+  return { id, removed: true, rejectedApprovals, grantsRemoved: grants.rowCount ?? 0, policiesRemoved, policiesDetached, claimRulesUntied };
 }

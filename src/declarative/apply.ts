@@ -101,6 +101,7 @@ export async function applyInterlockFile(db: ControlDb, input: ApplyInput, opts:
     }
     await notePendingApprovals(c, p, !!opts.force);
     notePoliciesOnRemovals(p, current, desired, !!opts.force);
+    noteClaimRulesOnRemovedSources(p, current, desired, !!opts.force);
     await refuseUnknownNamesIn(c, p, current, desired, !!opts.allowUnknownNames);
     if (opts.plan) return p;
     const events: ConfigAuditEvent[] = [];
@@ -199,6 +200,21 @@ export function notePoliciesOnRemovals(plan: Plan, current: ConfigState, desired
   if (lines.length === 0) return;
   const what = kinds.size === 2 ? ['a source or role', 'it', 'applies_to.sources / applies_to.roles'] : kinds.has('source') ? ['a source', 'the source', 'applies_to.sources'] : ['a role', 'the role', 'applies_to.roles'];
   throw new ValidationError(`the file keeps policies naming ${what[0]} it removes: take ${what[1]} out of their ${what[2]}, or leave the policies out`, lines);
+}
+
+/**
+ * Stored claim mappings whose role_grants name a source the plan removes, when the file has no
+ * `claim_mappings` section (with one, computePlan refuses a mapping of the file naming a removed
+ * source): the removal treats them as `interlock source remove` does (untieClaimRules: refused
+ * unless --force, which takes those rules out of their mappings): noted on the source's change.
+ */
+export function noteClaimRulesOnRemovedSources(plan: Plan, current: ConfigState, desired: DesiredState, force: boolean): void {
+  if (desired.sections.has('claim_mappings')) return;
+  for (const ch of plan.changes) {
+    if (ch.kind !== 'source' || ch.action !== 'delete') continue;
+    const issuers = [...current.claimMappings.values()].filter((m) => m.role_grants.some((g) => g.source === ch.name)).map((m) => m.issuer);
+    if (issuers.length) ch.note = `${ch.note ? `${ch.note}; ` : ''}named by the claim mapping rules of issuer(s) ${issuers.join(', ')}: ${force ? 'taken out by --force' : 'refused unless --force'}`;
+  }
 }
 
 /** Runs `fn`; a ConflictError it throws is rethrown with "force the removal" told as "apply with --force". */

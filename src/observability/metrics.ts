@@ -84,6 +84,19 @@ function addPending(counter: Counter<string>, children: Map<string, LabelChild>)
   }
 }
 
+/**
+ * Makes `counter.reset()` (what prom-client's `registry.resetMetrics()` calls on every metric) also
+ * drop the increments `children` hold for the next scrape (red team rt40b): without it, calls made
+ * before a reset were added by the next scrape's collect() and showed after it.
+ */
+function dropPendingOnReset(counter: Counter<string>, children: Map<string, LabelChild>): void {
+  const reset = counter.reset.bind(counter);
+  counter.reset = (): void => {
+    for (const child of children.values()) child.pending = 0;
+    reset();
+  };
+}
+
 /** Gateway metrics and their recording functions. */
 export class GatewayMetrics {
   readonly registry = new Registry();
@@ -106,6 +119,8 @@ export class GatewayMetrics {
   constructor(src: OperationsSources, labels?: LabelSets) {
     const none: ReadonlySet<string> = new Set();
     this.labels = labels ?? { tools: () => none, sources: () => none };
+    dropPendingOnReset(this.requests, this.requestChildren);
+    dropPendingOnReset(this.toolCalls, this.toolChildren);
     collectDefaultMetrics({ register: this.registry, prefix: 'interlock_process_' });
     const circuit = new Gauge({ name: 'interlock_source_circuit_state', help: 'Circuit breaker state per source: 0 closed, 1 half_open, 2 open.', labelNames: ['source'], registers: [this.registry], collect() {
       this.reset();

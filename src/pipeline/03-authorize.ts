@@ -109,25 +109,29 @@ export function authorizeStatement(evaluator: AccessEvaluator, sourceId: string,
       return { kind: 'refusal', code: 'source_role_denied', message: c.action === 'write' ? writeRefusalText(evaluator, sourceId, c, a, catalog, hierarchy) : DENIED_MESSAGE };
     }
   }
-  // Views (issue 12): reading a view needs a grant on the view only, but an explicit deny on a
-  // column or table behind a used view column applies; unprovable lineage fails closed.
-  for (const c of a.viewSources ?? []) {
-    if (decideInHierarchy(evaluator, sourceId, 'read', { schema: c.schema, table: c.table, column: c.column }, hierarchy) === 'deny') {
-      return { kind: 'refusal', code: 'source_role_denied', message: DENIED_MESSAGE };
-    }
-  }
-  // A view's rows come from every relation its stored query reads, used columns or not (a count(*)
-  // through it counts them): a table-level deny on one of them, or on a descendant, refuses (rt1
-  // RT1-3; the server's lineage, src/sql/view-lineage.ts; unrecorded lineage leaves the check to the columns).
-  for (const b of viewBases(a, catalog)) {
-    if (decideInHierarchy(evaluator, sourceId, 'read', { schema: b.schema, table: b.name }, hierarchy) === 'deny') {
-      return { kind: 'refusal', code: 'source_role_denied', message: DENIED_MESSAGE };
-    }
-  }
-  if (a.viewUnprovable && evaluator.hasReadDeny(sourceId)) {
-    return { kind: 'refusal', code: 'source_role_denied', message: DENIED_MESSAGE };
-  }
+  if (viewLineageDenied(evaluator, sourceId, a, catalog, hierarchy)) return { kind: 'refusal', code: 'source_role_denied', message: DENIED_MESSAGE };
   return a.writes.length ? authorizeReferentialWrites(evaluator, sourceId, a, catalog, hierarchy) : null;
+}
+
+/**
+ * True when what feeds the views a statement reads is denied to the caller (issue 12; rt1 RT1-3).
+ * Reading a view needs a grant on the view only, but an explicit read deny on a column or table
+ * behind a used view column (`a.viewSources`) applies; a view's rows come from every relation its
+ * stored query reads, used columns or not (a count(*) through it counts them), so a table-level
+ * read deny on one of them (the server's lineage, src/sql/view-lineage.ts; unrecorded lineage
+ * leaves the check to the columns), or on a descendant, applies too; and unprovable lineage fails
+ * closed for a caller with any read deny. Each relation is decided across `hierarchy`.
+ * authorizeStatement refuses such a read with `source_role_denied`; the describe tools
+ * (src/tools/handlers/describe.ts, red team rt40) hide a view column whose one-column read is denied here.
+ */
+export function viewLineageDenied(evaluator: AccessEvaluator, sourceId: string, a: OkAnalysis, catalog: SourceCatalog, hierarchy: RelationHierarchy): boolean {
+  for (const c of a.viewSources ?? []) {
+    if (decideInHierarchy(evaluator, sourceId, 'read', { schema: c.schema, table: c.table, column: c.column }, hierarchy) === 'deny') return true;
+  }
+  for (const b of viewBases(a, catalog)) {
+    if (decideInHierarchy(evaluator, sourceId, 'read', { schema: b.schema, table: b.name }, hierarchy) === 'deny') return true;
+  }
+  return a.viewUnprovable && evaluator.hasReadDeny(sourceId);
 }
 
 /**

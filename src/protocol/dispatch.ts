@@ -102,7 +102,7 @@ const ID_TICKS_PER_SECOND = 16;
 const ID_COUNTER_SPAN = 2 ** 36;
 let idTick = -1;
 let idCounter = 0;
-/** "req_" and the current tick's six characters, made once per tick. */
+/** "req_", the current tick's six characters and ID_PROCESS, made once per tick. */
 let idPrefix = '';
 /** Every 12-bit value as two ID_DIGITS characters (a counter's six characters are three of these). */
 const ID_PAIRS = Array.from({ length: 4096 }, (_, n) => ID_DIGITS[n >> 6] + ID_DIGITS[n & 63]);
@@ -118,25 +118,35 @@ function idDigits6(n: number): string {
 }
 
 /**
- * A new gateway request id: "req_" + 12 base64url characters (the contract's `^req_[A-Za-z0-9_-]{12}$`,
- * spec/openapi-v1.yaml), time-ordered so the audit trail's request_id B-tree takes each new id on its
- * rightmost leaf instead of dirtying a random page (issue 28, h28d: 0.89× the control database's CPU
- * per batch after a checkpoint, bench/audit-request-ids.ts). The first six characters are the time in
- * sixteenths of a second since 1970; the last six a 36-bit counter that starts at a random value
- * (CSPRNG) at each new tick and counts up per id, so ids never repeat within a process and two
- * processes' ids of one tick coincide only if their counters' ranges meet (about 2 × ids per tick ÷ 2^36).
- * Within a process ids strictly increase, also when the clock steps back (the last tick is kept).
+ * This process's part of every request id it makes: 36 bits drawn once at start (CSPRNG), as six
+ * ID_DIGITS characters (red team rt40b: two processes' ids of one tick met when their counters'
+ * ranges did). Two processes share it with probability 2^-36.
+ */
+const ID_PROCESS = idDigits6(randomBytes(6).readUIntBE(0, 6) % 2 ** 36);
+
+/**
+ * A new gateway request id: "req_" + 18 base64url characters (`^req_[A-Za-z0-9_-]{18}$`,
+ * spec/openapi-v1.yaml `RequestId`; 12 before task hlow), time-ordered so the audit trail's
+ * request_id B-tree takes each new id on its rightmost leaf instead of dirtying a random page (issue
+ * 28, h28d: 0.89× the control database's CPU per batch after a checkpoint, bench/audit-request-ids.ts).
+ * The first six characters are the time in sixteenths of a second since 1970; the next six this
+ * process's random part (ID_PROCESS, drawn once at start); the last six a 36-bit counter that starts
+ * at a random value (CSPRNG) at each new tick and counts up per id. So ids never repeat within a
+ * process, and two processes' ids coincide only if their 36-bit process parts do (2^-36 per pair of
+ * processes; before hlow, whenever their counters' ranges of one tick met). Within a process ids
+ * strictly increase, also when the clock steps back (the last tick is kept); across processes they
+ * are ordered by tick.
  */
 export function newRequestId(): string {
   const tick = Math.floor((Date.now() * ID_TICKS_PER_SECOND) / 1000);
   if (tick > idTick) {
     idTick = tick;
-    idPrefix = `req_${idDigits6(idTick)}`;
+    idPrefix = `req_${idDigits6(idTick)}${ID_PROCESS}`;
     const b = randomBytes(5);
     idCounter = b.readUIntBE(0, 5) % (ID_COUNTER_SPAN / 2); // room to count up within the tick
   } else if (++idCounter >= ID_COUNTER_SPAN) {
     idTick++;
-    idPrefix = `req_${idDigits6(idTick)}`;
+    idPrefix = `req_${idDigits6(idTick)}${ID_PROCESS}`;
     idCounter = 0;
   }
   // idDigits6(idCounter) from three 12-bit pairs (issue 29: the id is made per refusal at capacity).

@@ -20,6 +20,8 @@ import { relationRowRule, rowRuleText } from '../../governance/row-rules';
 import { cachedPredicate } from '../../pipeline/row-rules';
 import { isViewRelation, viewLineage } from '../../sql/view-lineage';
 import { prepareCatalog, relKey } from '../../sql/prepared-catalog';
+import { analyzeSql, type SqlAnalysis } from '../../sql/analyze';
+import { viewLineageDenied } from '../../pipeline/03-authorize';
 
 /** Most tables listed per source in describe_access (contract: "At most 200 tables are listed per source"). */
 export const DESCRIBE_ACCESS_TABLE_LIMIT = 200;
@@ -40,6 +42,40 @@ function text(value: unknown, structured?: Record<string, unknown>): ToolOutcome
 function refusingPolicy(policies: Policy[], subject: { identityId: string; identityName: string; roles: string[]; sourceId: string }, schema: string, table: string, now: Date, h: RelationHierarchy, action: 'read' | 'describe' = 'read') {
   const v = evaluatePolicies(policies, subject, { action, relations: [{ schema, table, action, governing: governingRelations(schema, table, h).slice(1) }], writes: [], now });
   return v.ok ? null : { refused: true, rule: v.policy, reason: v.reason };
+}
+
+const viewColumnReads = new WeakMap<SourceCatalog, Map<string, Extract<SqlAnalysis, { ok: true }> | null>>();
+
+/**
+ * The analysis of `SELECT "column" FROM "schema"."view"` against `catalog`, made once per
+ * catalogue snapshot (the store caches the snapshot object); null when the analysis fails.
+ */
+function viewColumnRead(catalog: SourceCatalog, schema: string, view: string, column: string): Extract<SqlAnalysis, { ok: true }> | null {
+  let memo = viewColumnReads.get(catalog);
+  if (!memo) viewColumnReads.set(catalog, (memo = new Map()));
+  const key = `${relKey(schema, view)}\u0000${column}`;
+  let hit = memo.get(key);
+  if (hit === undefined) {
+    const ident = (x: string) => `"${x.replace(/"/g, '""')}"`;
+    const a = analyzeSql(`SELECT ${ident(column)} FROM ${ident(schema)}.${ident(view)}`, prepareCatalog(catalog));
+    memo.set(key, (hit = a.ok ? a : null));
+  }
+  return hit;
+}
+
+/**
+ * True when column `column` of view (or materialized view) `schema.view` is hidden from both
+ * describe tools although the view's own name allows it (red team rt40): a read of it is refused
+ * through its lineage, as interlock_query decides it (viewLineageDenied, src/pipeline/03-authorize.ts:
+ * a read deny on a base column or relation behind it, or unprovable lineage under any read deny),
+ * or its one-column read cannot be analysed while the caller has a read deny (fail closed). False
+ * for a relation that is not a view, and for a caller with no read deny on the source (no lineage
+ * can be denied then). Contract: interlock_describe_access, "nothing the caller cannot read is named".
+ */
+export function viewColumnDenied(evaluator: AccessEvaluator, sourceId: string, catalog: SourceCatalog, h: RelationHierarchy, schema: string, view: string, column: string): boolean {
+  if (!evaluator.hasReadDeny(sourceId) || !isViewRelation(catalog, schema, view)) return false;
+  const a = viewColumnRead(catalog, schema, view, column);
+  return a === null || viewLineageDenied(evaluator, sourceId, a, catalog, h);
 }
 
 /** Kinds reported by the describe tools (spec $defs CatalogRow.table_kind): a relation with relispartition is a `partition`. */
@@ -89,7 +125,9 @@ export function sqlResources(evaluator: AccessEvaluator, sourceId: string, catal
   const v = evaluatePolicies(policies, subject, { action: 'read', relations: [], writes: [], now });
   const policyRows = policyRowRestrictions(policies, subject);
   for (const rel of describeOrder(catalog)) {
-    const columns = rel.columns.map((c) => c.name).filter((column) => decideInHierarchy(evaluator, sourceId, 'read', { schema: rel.schema, table: rel.name, column }, h) === 'allow');
+    const columns = rel.columns
+      .map((c) => c.name)
+      .filter((column) => decideInHierarchy(evaluator, sourceId, 'read', { schema: rel.schema, table: rel.name, column }, h) === 'allow' && !viewColumnDenied(evaluator, sourceId, catalog, h, rel.schema, rel.name, column));
     if (columns.length === 0) continue;
     if (count >= DESCRIBE_ACCESS_TABLE_LIMIT) {
       truncated = true;
@@ -254,7 +292,11 @@ export function describeSourceHandler(deps: DescribeDeps): ToolHandler {
     const described: Array<{ rel: CatalogRelation; visible: Set<string> }> = [];
     for (const rel of describeOrder(catalog)) {
       if (refusingPolicy(policies, subject, rel.schema, rel.name, now(), h, 'describe')) continue;
-      const visible = new Set(rel.columns.filter((c) => decideInHierarchy(evaluator, sourceId, 'describe', { schema: rel.schema, table: rel.name, column: c.name }, h) === 'allow').map((c) => c.name));
+      const visible = new Set(
+        rel.columns
+          .filter((c) => decideInHierarchy(evaluator, sourceId, 'describe', { schema: rel.schema, table: rel.name, column: c.name }, h) === 'allow' && !viewColumnDenied(evaluator, sourceId, catalog, h, rel.schema, rel.name, c.name))
+          .map((c) => c.name),
+      );
       if (visible.size) described.push({ rel, visible });
     }
     // partition_of / inherits name only parents the caller may describe themselves (red team rt1 RT1-5).

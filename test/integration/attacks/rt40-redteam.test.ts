@@ -124,22 +124,23 @@ describe('item 3: describe implied by read/write, across partitions and inherita
       { effect: 'deny', action: 'read', resource: 'public.rt40m.secret' },
       { effect: 'deny', action: 'write', resource: '*' },
     ]);
-    // (The view rt40v over rt40m: the open finding below.)
-    expect((await described(key)).filter((c) => !c.startsWith('rt40v.'))).toEqual(['rt40c.extra', 'rt40c.id', 'rt40c.name', 'rt40m.id', 'rt40m.reading', 'rt40m_a.id', 'rt40m_a.reading', 'rt40p.id', 'rt40p.name']);
+    // (The view rt40v over rt40m: its alias of the hidden column is hidden too, the finding below.)
+    expect(await described(key)).toEqual(['rt40c.extra', 'rt40c.id', 'rt40c.name', 'rt40m.id', 'rt40m.reading', 'rt40m_a.id', 'rt40m_a.reading', 'rt40p.id', 'rt40p.name', 'rt40v.id']);
     const hidden = await query(a, 'SELECT secret FROM rt40m_a', {}, key);
     const missing = await query(a, 'SELECT secreu FROM rt40m_a', {}, key);
     expect({ kind: hidden.kind, code: hidden.code }).toEqual({ kind: missing.kind, code: missing.code });
     expect(hidden.raw).not.toContain('secret');
     expect(missing.raw).not.toContain('secret');
   });
-  // Finding (low, open; older than hfix): a view over a deny-read column. A read of the view's
-  // column is refused (its lineage reaches the denied base column), yet describe_access lists it
-  // among the columns the caller may read, and describe_source describes it (a view's columns are
-  // decided by the view's own name, not by their lineage). Contract: "nothing the caller cannot
-  // read is named"; hfix: "describe_source lists only what a read would allow". Had the view kept
-  // the base column's name, that name would be the one listed. Fix (not small): decide a view
-  // column's read and describe through its column lineage (src/sql/views.ts), as reads are.
-  test.failing('finding (low, open): a view column fed by a deny-read base column is refused to read but listed by both describe tools', async () => {
+  // Finding (low, fixed by hlow; older than hfix): a view over a deny-read column. A read of the
+  // view's column is refused (its lineage reaches the denied base column), yet describe_access
+  // listed it among the columns the caller may read, and describe_source described it (a view's
+  // columns were decided by the view's own name, not by their lineage). Contract: "nothing the
+  // caller cannot read is named"; hfix: "describe_source lists only what a read would allow". Now
+  // both describe tools also decide a view column through its lineage as a read does
+  // (viewColumnDenied, src/tools/handlers/describe.ts → viewLineageDenied, src/pipeline/03-authorize.ts);
+  // the view's column over an allowed base column stays listed.
+  test('finding (low, fixed): a view column fed by a deny-read base column is refused to read and listed by neither describe tool', async () => {
     const key = await caller('rt40-view', [
       { effect: 'allow', action: 'read', resource: 'public.*' },
       { effect: 'deny', action: 'read', resource: 'public.rt40m.secret' },

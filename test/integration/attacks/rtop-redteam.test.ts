@@ -302,7 +302,7 @@ describe('a runtime session holding a lock a governance change needs', () => {
       await t.db.pool.query(`INSERT INTO approvals (id, source_id, identity_id, request_id, sql, expires_at, created_at) VALUES ($1, $2, $3, $4, 'UPDATE t SET x = 1', now() + interval '1 hour', now() - make_interval(secs => $5))`, [id, src, aliceId, `req-"gone"-${i}`, 10 - i]);
     }
     const r = await checkedFetch(`${base}/admin/v1/sources/${src}?force=true`, { method: 'DELETE', headers: { authorization: `Bearer ${token}` } });
-    expect({ status: r.status, problems: r.problems, body: r.json }).toEqual({ status: 200, problems: [], body: { id: src, removed: true, rejectedApprovals: ids, grantsRemoved: 0, policiesRemoved: [], policiesDetached: [] } });
+    expect({ status: r.status, problems: r.problems, body: r.json }).toEqual({ status: 200, problems: [], body: { id: src, removed: true, rejectedApprovals: ids, grantsRemoved: 0, policiesRemoved: [], policiesDetached: [], claimRulesUntied: [] } });
     expect((await t.db.pool.query('SELECT id, state, decided_by FROM approvals WHERE source_id = $1 ORDER BY created_at', [src])).rows).toEqual(
       ids.map((id) => ({ id, state: 'rejected', decided_by: expect.stringMatching(/^ops-/) })),
     );

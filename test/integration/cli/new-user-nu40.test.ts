@@ -113,7 +113,7 @@ describe('item 1: removing a source that policies name', () => {
     const err = await removeSource(db, 'scratch', { operator: 'test' }).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(ConflictError);
     expect((err as ConflictError).details).toEqual(['both', 'only-scratch']);
-    expect(await removeSource(db, 'scratch', { operator: 'test', force: true })).toEqual({ id: 'scratch', removed: true, rejectedApprovals: [], grantsRemoved: 0, policiesRemoved: ['only-scratch'], policiesDetached: ['both'] });
+    expect(await removeSource(db, 'scratch', { operator: 'test', force: true })).toEqual({ id: 'scratch', removed: true, rejectedApprovals: [], grantsRemoved: 0, policiesRemoved: ['only-scratch'], policiesDetached: ['both'], claimRulesUntied: [] });
   });
 
   test('apply --prune: a file keeping a policy on the source it removes is refused (also --plan); without a policies section the stored ones are refused unless --force', async () => {

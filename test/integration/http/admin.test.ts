@@ -478,7 +478,7 @@ describe('source lifecycle and declarative configuration (issue 16)', () => {
     expect(refused.json).toMatchObject({ error: 'conflict', code: 'conflict', details: [queued.json.approval_id] });
     expect((await admin('DELETE', '/sources/chinook-tls?force=maybe')).status).toBe(400);
     const removed = await admin('DELETE', '/sources/chinook-tls?force=true');
-    expect(removed.json).toEqual({ id: 'chinook-tls', removed: true, rejectedApprovals: [queued.json.approval_id], grantsRemoved: 1, policiesRemoved: [], policiesDetached: [] });
+    expect(removed.json).toEqual({ id: 'chinook-tls', removed: true, rejectedApprovals: [queued.json.approval_id], grantsRemoved: 1, policiesRemoved: [], policiesDetached: [], claimRulesUntied: [] });
     expect((await admin('GET', '/sources/chinook-tls')).status).toBe(404);
     expect((await admin('DELETE', '/sources/chinook-tls')).status).toBe(404);
     expect((await admin('GET', `/approvals/${queued.json.approval_id}`)).json).toMatchObject({ state: 'rejected', decidedBy: 'ops-anna' });
@@ -487,6 +487,29 @@ describe('source lifecycle and declarative configuration (issue 16)', () => {
     // (refused: the call before the fix, and any made before the new grant reached the gateway).
     expect(trail.slice(0, 2).map((e) => `${e.kind} ${e.decision}`)).toEqual(['config source_removed', 'approval rejected']);
     expect([...new Set(trail.map((e) => `${e.kind} ${e.decision}`))].sort()).toEqual(['approval queued', 'approval rejected', 'config grant_added', 'config source_added', 'config source_removed', 'config source_updated', 'tool_call allowed', 'tool_call queued', 'tool_call refused']);
+  });
+
+  // Task hlow item 4: a claim mapping rule naming the source refuses its removal (409, details the
+  // issuers) unless force=true, which takes the rule out of the mapping (claim_mapping_updated).
+  test('DELETE /sources/{id} while a claim mapping rule names the source: 409 naming the issuer, then force takes the rule out', async () => {
+    const issuer = 'https://idp.admin-hlow.example';
+    await env.db.pool.query(`INSERT INTO sources (id, type, name, description, enabled, settings) VALUES ('hlow-src', 'documents', 'hlow-src', '', false, '{}')`);
+    await env.db.pool.query(`INSERT INTO claim_mappings (issuer, role_grants) VALUES ($1, $2::jsonb)`, [issuer, JSON.stringify([{ claim: 'groups', value: 'x', role: 'genre-reader', source: 'hlow-src' }])]);
+    try {
+      const refused = await admin('DELETE', '/sources/hlow-src');
+      expect({ status: refused.status, body: refused.json }).toMatchObject({ status: 409, body: { error: 'conflict', code: 'conflict', details: [issuer] } });
+      const removed = await admin('DELETE', '/sources/hlow-src?force=true');
+      expect({ status: removed.status, body: removed.json }).toEqual({ status: 200, body: { id: 'hlow-src', removed: true, rejectedApprovals: [], grantsRemoved: 0, policiesRemoved: [], policiesDetached: [], claimRulesUntied: [issuer] } });
+      expect((await env.db.pool.query('SELECT role_grants FROM claim_mappings WHERE issuer = $1', [issuer])).rows).toEqual([{ role_grants: [] }]);
+      const trail = (await admin('GET', '/audit?source=hlow-src&limit=10')).json.events as Array<{ decision: string; operator: string; details: Record<string, unknown> }>;
+      expect(trail.map((e) => [e.decision, e.operator, e.details.issuer ?? null])).toEqual([
+        ['source_removed', 'ops-anna', null],
+        ['claim_mapping_updated', 'ops-anna', issuer],
+      ]);
+    } finally {
+      await env.db.pool.query('DELETE FROM claim_mappings WHERE issuer = $1', [issuer]);
+      await env.db.pool.query(`DELETE FROM sources WHERE id = 'hlow-src'`);
+    }
   });
 
   test('GET /export and POST /apply: round trip without changes, one changed field planned and applied with the operator and digest; the CLI in remote mode', async () => {

@@ -255,7 +255,7 @@ describe('deprecated agentgate_* aliases behave like their successors', () => {
     ['agentgate_related_documents', 'interlock_related_documents', { asset_id: 'chinook:nothing' }],
   ];
   // Request ids differ per call (also inside the opaque failure's text); the cache flag depends on order.
-  const strip = (v: unknown): unknown => JSON.parse(JSON.stringify(v, (k, x) => (k === 'request_id' || k === 'cached' ? undefined : typeof x === 'string' ? x.replace(/req_[A-Za-z0-9_-]{12}/g, 'req_') : x)));
+  const strip = (v: unknown): unknown => JSON.parse(JSON.stringify(v, (k, x) => (k === 'request_id' || k === 'cached' ? undefined : typeof x === 'string' ? x.replace(/req_[A-Za-z0-9_-]{18}/g, 'req_') : x)));
   test.each(ALIASES)('%s = %s (handshake and modern)', async (alias, successor, args) => {
     problems = [];
     const meta = { 'io.modelcontextprotocol/protocolVersion': '2026-07-28', 'io.modelcontextprotocol/clientCapabilities': {} };

@@ -101,7 +101,7 @@ describe('routing: exactly /mcp is the MCP endpoint, everything else reaches Exp
     const r = await send('POST', target.replace('PORT', String(gw.port)), { headers: JSON_HEADERS, body: ping(7) });
     expect(r.status).toBe(200);
     expect(JSON.parse(r.body)).toEqual({ jsonrpc: '2.0', id: 7, result: {} });
-    expect(r.headers['x-request-id']).toMatch(/^req_[A-Za-z0-9_-]{12}$/);
+    expect(r.headers['x-request-id']).toMatch(/^req_[A-Za-z0-9_-]{18}$/);
     expect(r.headers['content-type']).toBe('application/json; charset=utf-8');
     expect(Number(r.headers['content-length'])).toBe(Buffer.byteLength(r.body));
     expect(r.names).toEqual(['X-Request-Id', 'Content-Type', 'Content-Length', 'Date', 'Connection']);
