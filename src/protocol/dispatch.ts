@@ -521,6 +521,9 @@ function callTarget(adm: Admitted, params: Record<string, unknown>, deps: Dispat
   return { name, binding, args, params };
 }
 
+/** The `_meta` of a tools/call that sent none (read only; one object, not one per call). */
+const NO_META: Readonly<Record<string, unknown>> = Object.freeze({});
+
 /** A tools/call: its checks (callTarget), runToolCall, then its answer (answerCall); one `then` of its own (issue 28 item 3). */
 function callTool(adm: Admitted, id: JsonRpcId, params: Record<string, unknown>, http: HttpContext, ch: ResponseChannel, deps: DispatchDeps): Promise<void> {
   const target = callTarget(adm, params, deps);
@@ -529,7 +532,7 @@ function callTool(adm: Admitted, id: JsonRpcId, params: Record<string, unknown>,
     return DONE;
   }
   const { name, args } = target;
-  const meta = isObject(params._meta) ? params._meta : {};
+  const meta: Readonly<Record<string, unknown>> = isObject(params._meta) ? params._meta : NO_META;
   const progressToken = typeof meta.progressToken === 'string' || typeof meta.progressToken === 'number' ? meta.progressToken : undefined;
   return runToolCall(deps, {
     name,
