@@ -33,7 +33,16 @@
  *  - `refusal metrics`: the same for one refusal at capacity (its over-capacity event, 429, 0 s; issue 29);
  *  - `request id`: newRequestId (one per call and per refusal at capacity);
  *  - `row value bytes`: the wire budget's count of one point read's row, raw-json.js jsonBytes of
- *    each value of POINT_SQL's row of Chinook's track 3 (three strings, four numbers; h28z).
+ *    each value of POINT_SQL's row of Chinook's track 3 (three strings, four numbers; h28z);
+ *  - `answer render`: a point read's answer from its outcome, as answerCall makes it: queryResult of
+ *    a fresh one-row array (its rowsText included), renderOutcome, resultResponse and serializeMessage
+ *    (h28e: the complete envelope in one literal);
+ *  - `inflight register`: one tools/call's registration in the InflightRegistry and its removal,
+ *    with seven other calls of the same key in flight (h28e: no key string, no closure);
+ *  - `tool-call row`: writer.js toolCallRow of a point read's event (h28e: no Object.entries pairs);
+ *  - `lane values`: a lane's statement values for a batch of two point-read events ($1–$8 and
+ *    eventValues), as ChainLane.append builds them: pushed in place where the tree's eventValues
+ *    takes `out` (h28e), else spread into the literal as before.
  * Prints ns per operation, median of BENCH_ROUNDS (default 7) rounds of BENCH_OPS (default 200,000).
  * Run: `BEFORE_ROOT=/path/to/built/checkout npx tsx bench/hot-path-parts.ts`.
  */
@@ -95,8 +104,53 @@ function pieces(root: string): Record<string, Piece> {
   } catch {
     Cancel = AbortController;
   }
+  const { queryResult } = load('pipeline/query.js') as { queryResult: (rows: object[], t: boolean, c: boolean, m: string[]) => unknown };
+  const { renderOutcome, serializeMessage } = load('protocol/tool-results.js') as { renderOutcome: (o: unknown, d: string, v: string, r: string) => { result?: unknown }; serializeMessage: (m: unknown) => string };
+  const { resultResponse } = load('transport/jsonrpc.js') as { resultResponse: (id: unknown, r: unknown) => unknown };
+  const { InflightRegistry } = load('protocol/dispatch.js') as { InflightRegistry: new () => { add(k: string | null, id: unknown, f: (r: string) => void): unknown; remove?(k: string | null, id: unknown, f: (r: string) => void): void } };
+  const { toolCallRow } = load('audit/writer.js') as { toolCallRow: (e: unknown) => unknown };
+  const eventValues = (chain as unknown as { eventValues: unknown }).eventValues as (rows: unknown[], d?: readonly string[], out?: unknown[]) => unknown[];
+  const marker: unknown[] = [];
+  const valuesInPlace = eventValues([], undefined, marker) === marker;
+  const { canonicalAuditJson } = load('audit/event-text.js') as { canonicalAuditJson: (v: unknown) => string };
+  const auditDetails = auditBatch.map((r) => canonicalAuditJson((r as { details: unknown }).details));
+  const registry = new InflightRegistry();
+  const apiKey = 'il_live_0123456789abcdefghijklmnopqrstuvwxyzABCD';
+  const held = Array.from({ length: 7 }, (_, i) => (_r: string) => void i);
+  held.forEach((f, i) => registry.add(apiKey, i + 2, f));
+  const pointEvent = { requestId: 'req_00000000abcd', time: '2026-12-04T18:00:00.123Z', identityId: 'id-1', keyId: 'k1', tool: 'interlock_query', canonicalTool: 'interlock_query', dialect: 'handshake', protocolVersion: '2025-11-25', decision: 'allowed', reasonCode: null, durationMs: 2,
+    details: { source_id: 'chinook', action: 'read', fingerprint: '8a4f2c1b9d3e7f60', relations: ['public.track'], row_count: 1, cached: false } };
   let sink = 0;
   return {
+    'answer render': (n) => {
+      for (let i = 0; i < n; i++) {
+        const o = queryResult([{ track_id: i, name: 'For Those About To Rock', album_id: 1, genre_id: 1, composer: null, milliseconds: 343719, unit_price: '0.99' }], false, false, []);
+        sink += serializeMessage(resultResponse(1, renderOutcome(o, 'handshake', '2025-11-25', 'req_00000000abcd').result)).length;
+      }
+    },
+    'inflight register': (n) => {
+      for (let i = 0; i < n; i++) {
+        const f = (_r: string) => void i;
+        // Before h28e: add returns the removal; after: remove(key, id, f).
+        const unregister = registry.add(apiKey, 1, f);
+        if (typeof unregister === 'function') unregister();
+        else registry.remove!(apiKey, 1, f);
+      }
+    },
+    'tool-call row': (n) => {
+      for (let i = 0; i < n; i++) if (toolCallRow(pointEvent)) sink++;
+    },
+    'lane values': (n) => {
+      for (let i = 0; i < n; i++) {
+        if (valuesInPlace) {
+          const values: unknown[] = ['2026-12-04T18:00:00.123Z', '2', null, null, 'chain', '1', null, null];
+          sink += eventValues(auditBatch, auditDetails, values).length;
+        } else {
+          const values: unknown[] = ['2026-12-04T18:00:00.123Z', '2', null, null, 'chain', '1', null, null, ...eventValues(auditBatch, auditDetails)];
+          sink += values.length;
+        }
+      }
+    },
     'caller facts': (n) => {
       for (let i = 0; i < n; i++) {
         sink += ev.roleNames('chinook').length;

@@ -6,10 +6,15 @@
  * internals, GC…). `PROFILE_ROOT` selects the checkout whose gateway is profiled (default this
  * one), so a before/after pair uses the same bench and environment. `PROFILE_CACHED=1` profiles
  * warm-cache reads; `PROFILE_LOAD=tools-list` profiles tools/list calls instead (the HTTP edge alone);
- * `PROFILE_KEEP=FILE` keeps the .cpuprofile there (for inclusive times or a flame graph). Run: `npx tsx bench/profile.ts`.
+ * `PROFILE_KEEP=FILE` keeps the .cpuprofile there (for inclusive times or a flame graph).
+ * `PROFILE_ALLOC=1` profiles allocations instead of CPU (issue 28 item 3, h28e): the gateway runs
+ * with bench/lib/alloc-sample-preload.cjs (V8's sampling heap profiler, objects collected by either
+ * collector included), sampled over the timed window only (warm-up apart), and the bytes allocated
+ * per call are printed by phase (the same phases as the CPU table) and by allocating frame
+ * (PROFILE_KEEP then keeps the .heapprofile). Run: `npx tsx bench/profile.ts`.
  */
 import { spawn } from 'node:child_process';
-import { copyFileSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { copyFileSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { McpHttpClient, runToolsList, structuredResult } from './lib/http';
@@ -177,14 +182,50 @@ export function phases(p: Profile, fromUs = 0): Array<[string, number]> {
   return [...out].sort((a, b) => b[1] - a[1]);
 }
 
+/** A node of V8's sampling heap profile (HeapProfiler.SamplingHeapProfileNode). */
+interface HeapNode {
+  callFrame: { functionName: string; url: string; lineNumber: number };
+  selfSize: number;
+  children: HeapNode[];
+}
+
+/**
+ * Bytes allocated per phase of a call and per allocating frame, from a sampling heap profile
+ * (PROFILE_ALLOC): each node's selfSize goes to the phase of its stack (phaseOfStack, as for CPU
+ * samples) and to its frame (function, file below src/ or the package, line).
+ */
+export function allocations(root: HeapNode): { phases: Array<[string, number]>; frames: Array<[string, number]>; total: number } {
+  const phases = new Map<string, number>();
+  const frames = new Map<string, number>();
+  let total = 0;
+  const stack: ProfileNode[] = [];
+  const walk = (n: HeapNode): void => {
+    stack.unshift({ id: 0, callFrame: n.callFrame });
+    if (n.selfSize > 0) {
+      total += n.selfSize;
+      const ph = phaseOfStack(stack);
+      phases.set(ph, (phases.get(ph) ?? 0) + n.selfSize);
+      const { functionName, url, lineNumber } = n.callFrame;
+      const key = `${functionName || '(anonymous)'} ${url ? `${url.replace(/^file:\/\//, '').replace(/^.*node_modules\//, '').replace(/^.*?\/(src|bench)\//, '$1/')}:${lineNumber + 1}` : ''}`;
+      frames.set(key, (frames.get(key) ?? 0) + n.selfSize);
+    }
+    for (const c of n.children) walk(c);
+    stack.shift();
+  };
+  walk(root);
+  const sort = (m: Map<string, number>) => [...m].sort((a, b) => b[1] - a[1]);
+  return { phases: sort(phases), frames: sort(frames), total };
+}
+
 async function main(): Promise<void> {
   const root = path.resolve(process.env.PROFILE_ROOT ?? ROOT);
   const cached = process.env.PROFILE_CACHED === '1';
   const toolsList = process.env.PROFILE_LOAD === 'tools-list';
+  const alloc = process.env.PROFILE_ALLOC === '1';
   const c = envInt('BENCH_CONCURRENCY', 8);
   const durationMs = envSeconds('BENCH_SECONDS', 6);
   const top = envInt('PROFILE_TOP', 20);
-  console.log(`# profile: ${toolsList ? 'tools/list' : cached ? 'cached point read' : 'uncached point read'}, c=${c}, ${durationMs / 1000} s, gateway from ${root}`);
+  console.log(`# profile${alloc ? ' (allocations)' : ''}: ${toolsList ? 'tools/list' : cached ? 'cached point read' : 'uncached point read'}, c=${c}, ${durationMs / 1000} s, gateway from ${root}`);
   console.log(machineLine());
   const dir = mkdtempSync(path.join(os.tmpdir(), 'il-prof-'));
   try {
@@ -192,7 +233,10 @@ async function main(): Promise<void> {
       const vars = gatewayVars(env.controlUrl, { cacheTtlMs: cached ? 600_000 : 1 });
       const childEnv: NodeJS.ProcessEnv = {};
       for (const [k, v] of Object.entries(process.env)) if (!k.startsWith('INTERLOCK_')) childEnv[k] = v;
-      const proc = spawn(process.execPath, ['--cpu-prof', `--cpu-prof-dir=${dir}`, path.join(root, 'bin', 'interlock.js'), 'serve', '--host', '127.0.0.1', '--port', '0'], { cwd: root, env: { ...childEnv, ...vars }, stdio: ['ignore', 'pipe', 'pipe'] });
+      const heapFile = path.join(dir, 'alloc.heapprofile');
+      const flags = alloc ? ['-r', path.join(ROOT, 'bench', 'lib', 'alloc-sample-preload.cjs')] : ['--cpu-prof', `--cpu-prof-dir=${dir}`];
+      if (alloc) childEnv.IL_ALLOC_OUT = heapFile;
+      const proc = spawn(process.execPath, [...flags, path.join(root, 'bin', 'interlock.js'), 'serve', '--host', '127.0.0.1', '--port', '0'], { cwd: root, env: { ...childEnv, ...vars }, stdio: ['ignore', 'pipe', 'pipe'] });
       const url = await new Promise<string>((resolve, reject) => {
         let out = '';
         proc.stdout!.on('data', (b: Buffer) => {
@@ -205,6 +249,7 @@ async function main(): Promise<void> {
       const warm = new McpHttpClient(url, { apiKey: env.apiKey, maxSockets: 1 });
       for (let id = 1; id <= 64; id++) structuredResult(await warm.callTool('interlock_query', { source_id: 'chinook', sql: POINT_SQL, params: [id] }));
       warm.close();
+      if (alloc) return allocationRun(proc, url, env.apiKey, c, durationMs, top, heapFile);
       const fromUs = Number(process.hrtime.bigint() / 1000n) + 1_000_000; // after the 1 s warm-up
       const run = toolsList ? await runToolsList(url, env.apiKey, c, { durationMs, warmupMs: 1000 }) : await runGatewayPointReads([url], env.apiKey, c, { durationMs, warmupMs: 1000, hot: cached ? 64 : undefined });
       console.log(`load: ${((run.ops * 1000) / run.elapsedMs).toFixed(0)} calls/s, ${run.allOps} calls profiled (warm-up included), ${run.errors} errors`);
@@ -228,6 +273,29 @@ async function main(): Promise<void> {
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }
+}
+
+/** PROFILE_ALLOC's timed window: 2 s of warm-up, sampling on (SIGUSR2), the uncached point reads, sampling off and written (SIGUSR2), then the bytes per call. */
+async function allocationRun(proc: ReturnType<typeof spawn>, url: string, apiKey: string, c: number, durationMs: number, top: number, heapFile: string): Promise<void> {
+  await runGatewayPointReads([url], apiKey, c, { durationMs: 2000, warmupMs: 0 });
+  proc.kill('SIGUSR2');
+  await new Promise((r) => setTimeout(r, 200));
+  const run = await runGatewayPointReads([url], apiKey, c, { durationMs, warmupMs: 0 });
+  proc.kill('SIGUSR2');
+  for (let i = 0; i < 100 && !existsSync(heapFile); i++) await new Promise((r) => setTimeout(r, 100));
+  await new Promise<void>((resolve) => {
+    proc.once('exit', () => resolve());
+    proc.kill('SIGINT');
+  });
+  if (process.env.PROFILE_KEEP) copyFileSync(heapFile, path.resolve(process.env.PROFILE_KEEP));
+  const a = allocations((JSON.parse(readFileSync(heapFile, 'utf8')) as { head: HeapNode }).head);
+  const calls = Math.max(1, run.allOps);
+  const perCall = (b: number) => (b / calls).toFixed(0);
+  console.log(`load: ${((run.ops * 1000) / run.elapsedMs).toFixed(0)} calls/s, ${run.allOps} calls sampled, ${run.errors} errors; ${perCall(a.total)} bytes allocated per call (sampled estimate, all calls' bytes in the window ÷ calls)`);
+  console.log('\nbytes allocated per call by phase (innermost frame of dist/src on the allocating stack):');
+  console.log(table(['phase', 'B/call', '%'], a.phases.map(([ph, b]) => [ph, perCall(b), ((b / a.total) * 100).toFixed(1)])));
+  console.log(`\ntop ${top} allocating frames:`);
+  console.log(table(['frame', 'B/call', '%'], a.frames.slice(0, top).map(([f, b]) => [f.slice(0, 110), perCall(b), ((b / a.total) * 100).toFixed(1)])));
 }
 
 if (require.main === module) {

@@ -86,7 +86,12 @@ const MAPPED_DETAILS = ['source_id', 'action', 'fingerprint', 'relations', 'row_
 export function toolCallRow(e: ToolCallAuditEvent): AuditRowInput {
   const d = (e.details ?? {}) as Record<string, unknown>;
   const rest: Record<string, unknown> = {};
-  for (const [k, v] of Object.entries(d)) if (!MAPPED_DETAILS.includes(k)) rest[k] = v;
+  // Own enumerable string keys in Object.entries' order, each value read once (no pair arrays: h28e).
+  const keys = Object.keys(d);
+  for (let i = 0; i < keys.length; i++) {
+    const k = keys[i];
+    if (!MAPPED_DETAILS.includes(k)) rest[k] = d[k];
+  }
   return {
     kind: 'tool_call',
     time: e.time ?? null,

@@ -70,28 +70,44 @@ export interface HttpContext {
 
 /**
  * In-flight tools/call requests of this replica, keyed by caller credential and JSON-RPC id, so
- * notifications/cancelled from the same caller can abort them (other callers cannot).
+ * notifications/cancelled from the same caller can abort them (other callers cannot). One map per
+ * credential (none: ''), keyed by the id itself (a Map tells 1 from '1', as the former
+ * `typeof:String` key did), dropped when empty: registering a call builds no key string and no
+ * closure (issue 28 item 3, h28e).
  */
 export class InflightRegistry {
-  private readonly map = new Map<string, (reason: string) => void>();
-  private key(apiKey: string | null, id: JsonRpcId): string {
-    return `${apiKey ?? ''}\u0000${typeof id}:${String(id)}`;
+  private readonly map = new Map<string, Map<JsonRpcId, (reason: string) => void>>();
+  private count = 0;
+  /** Registers `abort` for the caller's request `id` (replacing any earlier one of the same id); undo with remove(). */
+  add(apiKey: string | null, id: JsonRpcId, abort: (reason: string) => void): void {
+    const k = apiKey ?? '';
+    let ids = this.map.get(k);
+    if (!ids) {
+      ids = new Map();
+      this.map.set(k, ids);
+    }
+    const size = ids.size;
+    ids.set(id, abort);
+    this.count += ids.size - size;
   }
-  add(apiKey: string | null, id: JsonRpcId, abort: (reason: string) => void): () => void {
-    const k = this.key(apiKey, id);
-    this.map.set(k, abort);
-    return () => {
-      if (this.map.get(k) === abort) this.map.delete(k);
-    };
+  /** Removes the caller's request `id` when it is still registered with this very `abort` (a later call reusing the id keeps its own). */
+  remove(apiKey: string | null, id: JsonRpcId, abort: (reason: string) => void): void {
+    const k = apiKey ?? '';
+    const ids = this.map.get(k);
+    if (!ids || ids.get(id) !== abort) return;
+    ids.delete(id);
+    this.count--;
+    if (ids.size === 0) this.map.delete(k);
   }
   /** Aborts the caller's in-flight request `id`; returns whether one was found. */
   cancel(apiKey: string | null, id: JsonRpcId, reason: string): boolean {
-    const fn = this.map.get(this.key(apiKey, id));
+    const fn = this.map.get(apiKey ?? '')?.get(id);
     if (fn) fn(reason);
     return !!fn;
   }
+  /** In-flight requests registered. */
   get size(): number {
-    return this.map.size;
+    return this.count;
   }
 }
 
@@ -383,6 +399,9 @@ function overCapacity(deps: DispatchDeps, req: Pick<ToolCallRequest, 'requestId'
   return { outcome: overCapacityOutcome(r), tool: binding.name, canonical: binding.canonical, refusedAtCapacityMs: r.retryAfterMs };
 }
 
+/** The notify of a call whose route streams no progress (one function, not one per call). */
+const NO_NOTIFY = (): void => undefined;
+
 /** runToolCall once the call may run (see there). */
 async function runAdmitted(deps: DispatchDeps, req: ToolCallRequest, binding: ToolBinding, capacitySlot: { release(excludedMs?: number, dropped?: boolean, poolWaitMs?: number, slotWaitMs?: number): void; sourceWait: { ms: number; poolMs: number; slotMs: number } } | null): Promise<ToolCallRun> {
   const started = Date.now();
@@ -397,7 +416,7 @@ async function runAdmitted(deps: DispatchDeps, req: ToolCallRequest, binding: To
     canonicalTool: binding.canonical,
     signal: req.signal,
     progressToken: req.progressToken,
-    notify: req.notify ?? (() => undefined),
+    notify: req.notify ?? NO_NOTIFY,
     auditDetails: req.route ? { route: req.route } : {},
     // One literal of a fixed shape (issue 28 item 3: no conditional spread, no key added later).
     sourceWait: capacitySlot ? capacitySlot.sourceWait : undefined,
@@ -421,7 +440,9 @@ async function runAdmitted(deps: DispatchDeps, req: ToolCallRequest, binding: To
       }),
     },
   };
-  const unregister = req.cancelKey !== undefined && req.abort ? deps.inflight.add(req.apiKey, req.cancelKey, req.abort) : () => undefined;
+  const cancelKey = req.cancelKey;
+  const abortCall = cancelKey !== undefined ? req.abort : undefined;
+  if (abortCall) deps.inflight.add(req.apiKey, cancelKey!, abortCall);
   const address = req.clientAddress ?? 'unknown';
   let release = () => undefined as void;
   let outcome: ToolOutcome;
@@ -445,7 +466,7 @@ async function runAdmitted(deps: DispatchDeps, req: ToolCallRequest, binding: To
     deps.logger.error({ requestId: req.requestId, tool: binding.canonical, err }, 'tool call failed');
     outcome = { kind: 'tool_error', code: req.signal.aborted ? 'cancelled' : 'tool_execution_failed' };
   } finally {
-    unregister();
+    if (abortCall) deps.inflight.remove(req.apiKey, cancelKey!, abortCall);
     if (req.holdSlot) req.holdSlot(release);
     else release();
   }
@@ -510,6 +531,9 @@ function callTarget(adm: Admitted, params: Record<string, unknown>, deps: Dispat
   return { name, binding, args, params };
 }
 
+/** The `_meta` of a tools/call that sent none (read only; one object, not one per call). */
+const NO_META: Readonly<Record<string, unknown>> = Object.freeze({});
+
 /** A tools/call: its checks (callTarget), runToolCall, then its answer (answerCall); one `then` of its own (issue 28 item 3). */
 function callTool(adm: Admitted, id: JsonRpcId, params: Record<string, unknown>, http: HttpContext, ch: ResponseChannel, deps: DispatchDeps): Promise<void> {
   const target = callTarget(adm, params, deps);
@@ -518,7 +542,7 @@ function callTool(adm: Admitted, id: JsonRpcId, params: Record<string, unknown>,
     return DONE;
   }
   const { name, args } = target;
-  const meta = isObject(params._meta) ? params._meta : {};
+  const meta: Readonly<Record<string, unknown>> = isObject(params._meta) ? params._meta : NO_META;
   const progressToken = typeof meta.progressToken === 'string' || typeof meta.progressToken === 'number' ? meta.progressToken : undefined;
   return runToolCall(deps, {
     name,

@@ -29,6 +29,18 @@ export function complete(result: Record<string, unknown>): Record<string, unknow
   return { ...result, resultType: 'complete', _meta: meta };
 }
 
+/**
+ * complete({content, structuredContent?, isError?}) for a tool result without `_meta`, built as one
+ * object literal per shape instead of a result and its spread copy (issue 28 item 3, h28e: one
+ * object per answer, not two). Keys in complete()'s order: content, structuredContent (when not
+ * undefined), isError (when true), resultType, _meta (the shared frozen COMPLETE_META). Same
+ * serialisation as complete() of that result (test/unit/protocol/complete-result.test.ts).
+ */
+export function completeResult(content: unknown, structuredContent: unknown, isError: boolean | undefined): Record<string, unknown> {
+  if (structuredContent === undefined) return isError ? { content, isError: true, resultType: 'complete', _meta: COMPLETE_META } : { content, resultType: 'complete', _meta: COMPLETE_META };
+  return isError ? { content, structuredContent, isError: true, resultType: 'complete', _meta: COMPLETE_META } : { content, structuredContent, resultType: 'complete', _meta: COMPLETE_META };
+}
+
 /** Adds ttlMs and cacheScope for a cacheable method (tools/list, server/discover) from spec/protocol-v1.json. */
 export function cacheable(method: 'tools/list' | 'server/discover', result: Record<string, unknown>): Record<string, unknown> {
   const c = protocol.caching[method];

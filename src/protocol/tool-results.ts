@@ -9,7 +9,7 @@ import { randomBytes } from 'node:crypto';
 import protocol from '../../spec/protocol-v1.json';
 import { refusalInfo, toolErrorInfo } from '../errors/vocabulary';
 import type { ToolOutcome } from '../tools/types';
-import { complete, freezeResultJson, frozenResultJson, frozenResultTail } from './envelopes';
+import { complete, completeResult, freezeResultJson, frozenResultJson, frozenResultTail } from './envelopes';
 import { serializedRows } from '../pipeline/rows-json';
 import { isStoredOutcome } from '../pipeline/cache';
 import { jsonText } from '../sources/postgres/raw-json';
@@ -94,10 +94,7 @@ export function serializeMessage(message: unknown): string {
 
 /** The complete envelope of a result outcome (the same in every dialect and version). */
 function resultOf(o: Extract<ToolOutcome, { kind: 'result' }>): Record<string, unknown> {
-  const r: Record<string, unknown> = { content: o.content };
-  if (o.structuredContent !== undefined) r.structuredContent = o.structuredContent;
-  if (o.isError) r.isError = true;
-  return complete(r);
+  return completeResult(o.content, o.structuredContent, o.isError);
 }
 
 const storedResults = new WeakMap<ToolOutcome, Record<string, unknown>>();

@@ -77,6 +77,18 @@ let lastAcceptVerdict = false;
  * Returns null for invalid Base64 or a value that is not visible ASCII (rule MCP-NAME → -32020).
  */
 export function decodeMirroredHeader(raw: string): string | null {
+  // Clients send the same Mcp-Name for a run of calls: the last value's answer is kept (a pure function of it; h28e).
+  if (raw === lastMirrored) return lastMirroredDecoded;
+  const decoded = decodeMirrored(raw);
+  lastMirrored = raw;
+  lastMirroredDecoded = decoded;
+  return decoded;
+}
+let lastMirrored: string | undefined;
+let lastMirroredDecoded: string | null = null;
+
+/** decodeMirroredHeader without its last-value memo. */
+function decodeMirrored(raw: string): string | null {
   const v = raw.trim();
   const { base64Prefix, base64Suffix } = protocol.headers;
   if (v.startsWith(base64Prefix) && v.endsWith(base64Suffix) && v.length >= base64Prefix.length + base64Suffix.length) {
