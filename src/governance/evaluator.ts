@@ -244,6 +244,21 @@ export class AccessEvaluator {
     return allowed ? 'allow' : 'none';
   }
 
+  /**
+   * The resource of a deny statement for `action` (or `*`) that names `resource` itself, every part
+   * written out (no `*`): for a column `schema.table.column`, or `schema.table` (its whole relation);
+   * for a relation `schema.table`. Null when none does (a wildcard deny, or none at all). Such a
+   * resource is listed verbatim under `deny` by interlock_describe_access, so a refusal may name it
+   * (task hnu41 item 2, src/pipeline/03-authorize.ts).
+   */
+  denyNaming(sourceId: string, action: Action, resource: ResourceRef): string | null {
+    for (const s of this.bySource.get(sourceId) ?? []) {
+      if (s.effect !== 'deny' || !namesAction(s.action, action) || s.parts.includes('*') || (s.parts.length !== 2 && s.parts.length !== 3)) continue;
+      if (s.parts[0] === resource.schema && s.parts[1] === resource.table && (s.parts.length === 2 || s.parts[2] === resource.column)) return s.resource;
+    }
+    return null;
+  }
+
   /** Decides an action on a whole-resource basis for non-SQL sources: the resource is matched as one string (`*` or a prefix pattern ending in `/*`). */
   decideOpaque(sourceId: string, action: Action, resource: string): Decision {
     let allowed = false;
