@@ -154,7 +154,8 @@ export function requiredChecks(a: OkAnalysis): Array<{ action: Action; schema: s
  * Runs the step: null when every check is allowed, else the source_role_denied refusal.
  * Each relation is decided with its ancestors and descendants in `hierarchy` (default: the
  * catalogue's; issue 22 item 1, src/governance/hierarchy.ts): a deny on any of them wins, an allow
- * on the relation or an ancestor grants.
+ * on the relation or an ancestor grants. `sql`, the statement's text, chooses the refusal's prose
+ * (deniedText, readRefusalText: task hnu41 item 2); without it the star advice is kept.
  */
 export function authorizeStatement(evaluator: AccessEvaluator, sourceId: string, a: OkAnalysis, catalog: SourceCatalog, hierarchy: RelationHierarchy = catalogHierarchy(catalog), sql?: string): ToolOutcome | null {
   const checks = requiredChecks(a);
@@ -165,19 +166,20 @@ export function authorizeStatement(evaluator: AccessEvaluator, sourceId: string,
     if (c.action === 'write') return { kind: 'refusal', code: 'source_role_denied', message: writeRefusalText(evaluator, sourceId, c, a, catalog, hierarchy, sql) };
     return { kind: 'refusal', code: 'source_role_denied', message: readRefusalText(evaluator, sourceId, checks.slice(i), catalog, hierarchy, sql) };
   }
-  const denied: ToolOutcome = { kind: 'refusal', code: 'source_role_denied', message: deniedText(sql) };
+  // Built only on a refusal: deniedText lexes the statement (never on an allowed one's path).
+  const denied = (): ToolOutcome => ({ kind: 'refusal', code: 'source_role_denied', message: deniedText(sql) });
   // Views (issue 12): reading a view needs a grant on the view only, but an explicit deny on a
   // column or table behind a used view column applies; unprovable lineage fails closed.
   for (const c of a.viewSources ?? []) {
-    if (decideInHierarchy(evaluator, sourceId, 'read', { schema: c.schema, table: c.table, column: c.column }, hierarchy) === 'deny') return denied;
+    if (decideInHierarchy(evaluator, sourceId, 'read', { schema: c.schema, table: c.table, column: c.column }, hierarchy) === 'deny') return denied();
   }
   // A view's rows come from every relation its stored query reads, used columns or not (a count(*)
   // through it counts them): a table-level deny on one of them, or on a descendant, refuses (rt1
   // RT1-3; the server's lineage, src/sql/view-lineage.ts; unrecorded lineage leaves the check to the columns).
   for (const b of viewBases(a, catalog)) {
-    if (decideInHierarchy(evaluator, sourceId, 'read', { schema: b.schema, table: b.name }, hierarchy) === 'deny') return denied;
+    if (decideInHierarchy(evaluator, sourceId, 'read', { schema: b.schema, table: b.name }, hierarchy) === 'deny') return denied();
   }
-  if (a.viewUnprovable && evaluator.hasReadDeny(sourceId)) return denied;
+  if (a.viewUnprovable && evaluator.hasReadDeny(sourceId)) return denied();
   return a.writes.length ? authorizeReferentialWrites(evaluator, sourceId, a, catalog, hierarchy) : null;
 }
 
