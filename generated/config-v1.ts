@@ -4770,6 +4770,8 @@ export interface GatewayConfig {
   key_pepper?: string;
 }
 /**
+ * A number of calls per window. Either field may be given alone: the other keeps its default (or the value a lower layer set: defaults, then the file, then the environment, then the command line).
+ *
  * This interface was referenced by `GatewayConfig`'s JSON-Schema
  * via the `definition` "rateLimit".
  */
@@ -4777,24 +4779,24 @@ export interface RateLimit {
   /**
    * Calls allowed per window.
    */
-  points: number;
+  points?: number;
   /**
    * Window length in seconds.
    */
-  window_seconds: number;
+  window_seconds?: number;
 }
 /**
- * Requests without a valid agent key (no Authorization Bearer, or a key that does not resolve) allowed per client address per window, counted before any other work (INTERLOCK_KEYLESS_POINTS, INTERLOCK_KEYLESS_WINDOW_SECONDS). Over it: 429 with Retry-After. Default 600 per 60 s.
+ * A number of calls per window. Either field may be given alone: the other keeps its default (or the value a lower layer set: defaults, then the file, then the environment, then the command line).
  */
 export interface RateLimit1 {
   /**
    * Calls allowed per window.
    */
-  points: number;
+  points?: number;
   /**
    * Window length in seconds.
    */
-  window_seconds: number;
+  window_seconds?: number;
 }
 /**
  * One trusted OAuth 2.1 / OpenID Connect issuer (issue 26 item 1) and how its tokens map to identities (item 2).

@@ -1516,6 +1516,11 @@ export interface components {
             requeuedFrom: string | null;
             /** @description Issue 27 (docs/row-rules.md, Writes): for a write queued by an identity from an access token, the values its token's attribute_claims gave for the attributes the write's row rules read, kept with the write. At approval the identity record's current values win and these fill in the rest. null: none (an API key, or no row rule read one). */
             claimAttributes: Record<string, never> | null;
+            /**
+             * @description In the list (GET /admin/v1/approvals) only, as the console's summary has it (task hnu41 item 6): for a pending approval, the key that queued the write is revoked or expired, or its identity disabled, so approving will not run it; null otherwise.
+             * @enum {string|null}
+             */
+            requesterProblem?: "identity_disabled" | "key_revoked" | "key_expired" | null;
         };
         ConsoleSession: {
             operator: string;

@@ -9766,8 +9766,8 @@ return errors === 0;
 validate79.evaluated = {"props":{"asset_id":true,"source_id":true,"title":true,"body":true,"document_type":true,"category_path":true,"timestamp":true,"entities":true,"links":true,"indexed_at":true},"dynamicProps":false,"dynamicItems":false};
 
 exports.validateGatewayConfig = validate48;
-const schema72 = {"$schema":"https://json-schema.org/draft/2020-12/schema","$id":"https://interlock.dev/spec/config-v1.schema.json","title":"GatewayConfig","description":"InterLock gateway configuration: an optional JSON or YAML file (--config FILE) merged with INTERLOCK_* environment variables (environment wins) and then command-line flags. Unknown keys are errors everywhere, and so are unknown INTERLOCK_* environment variables: a misspelt safety setting must never be silently ignored. docs/operators.md lists every key with its variable and default.","type":"object","properties":{"listen":{"description":"Where the MCP endpoint listens.","type":"object","properties":{"host":{"description":"Interface address (INTERLOCK_HOST). Default 127.0.0.1.","type":"string","minLength":1,"maxLength":255},"port":{"description":"TCP port, 0 = any free port (INTERLOCK_PORT). Default 8787.","type":"integer","minimum":0,"maximum":65535},"request_timeout_ms":{"description":"Longest time a client may take to send one whole request, headers and body (INTERLOCK_REQUEST_TIMEOUT_MS); past it the connection is answered 408 and closed. Does not limit how long an answer or an SSE stream takes. Default 30000.","type":"integer","minimum":1000,"maximum":3600000},"headers_timeout_ms":{"description":"Longest time a client may take to send a request's headers (INTERLOCK_HEADERS_TIMEOUT_MS); at most request_timeout_ms (a larger value is lowered to it). Default 20000.","type":"integer","minimum":1000,"maximum":3600000},"tls":{"description":"Serve the gateway (MCP endpoint, console, admin API) over TLS on listen.host:port instead of plain HTTP (INTERLOCK_TLS_CERT_FILE, INTERLOCK_TLS_KEY_FILE; issue 24, item 3). Both files are PEM; they are read at start and again on SIGHUP (a failed reload keeps the current certificate and is logged). Console cookies are then Secure. Default: plain HTTP.","type":"object","properties":{"cert_file":{"description":"PEM certificate chain file (leaf first).","type":"string","minLength":1},"key_file":{"description":"PEM private key file of the certificate.","type":"string","minLength":1}},"required":["cert_file","key_file"],"additionalProperties":false}},"additionalProperties":false},"database":{"description":"The control database.","type":"object","properties":{"url":{"description":"PostgreSQL connection URL of the control database (INTERLOCK_DATABASE_URL). Without it an embedded PostgreSQL is started in embedded_data_dir.","type":"string","pattern":"^postgres(ql)?://"},"embedded_data_dir":{"description":"Folder of the embedded PostgreSQL, kept across restarts (INTERLOCK_EMBEDDED_DATA_DIR). Default .interlock/pg.","type":"string","minLength":1},"embedded_port":{"description":"Port of the embedded PostgreSQL, 0 = a free port (INTERLOCK_EMBEDDED_PORT). Default 0.","type":"integer","minimum":0,"maximum":65535},"pool_size":{"description":"Largest number of pooled control-database connections (INTERLOCK_DATABASE_POOL_SIZE). Default 10.","type":"integer","minimum":1,"maximum":1000},"operator_url":{"description":"PostgreSQL connection URL of the operator connection (INTERLOCK_OPERATOR_DATABASE_URL): the database role, given `interlock db grant-operator-role`, through which the admin API (/admin/v1) and the console make governance changes (identities, keys, sources, roles, grants, policies, apply) and record their config events, while the gateway itself runs on its least-privilege runtime role (url). Same database and URL forms as url (several hosts, target_session_attrs). A pool of at most 4 connections; readiness does not depend on it. Unset: governance changes go through url's role, and are refused (403 forbidden) when that role may not make them.","type":"string","pattern":"^postgres(ql)?://"}},"additionalProperties":false},"allowed_hosts":{"description":"Host header values accepted besides the loopback names when bound to loopback (INTERLOCK_ALLOWED_HOSTS, comma-separated), e.g. gateway.example.com:443. DNS-rebinding protection (decision 14).","type":"array","items":{"type":"string","minLength":1,"maxLength":300},"maxItems":100},"allowed_origins":{"description":"Origin values accepted besides the request's own origin (INTERLOCK_ALLOWED_ORIGINS, comma-separated), e.g. https://app.example.com.","type":"array","items":{"type":"string","pattern":"^https?://[^/\\s]+$"},"maxItems":100},"trust_proxy":{"description":"Which proxies in front of the gateway are trusted to give the client's scheme and address in X-Forwarded-Proto and X-Forwarded-For (INTERLOCK_TRUST_PROXY, comma-separated), with Express's `trust proxy` semantics: true trusts every hop, a number that many hops, a list names trusted addresses or subnets (CIDR) or loopback, linklocal, uniquelocal. Set it when a TLS-terminating proxy serves the console, so its cookies are Secure (issue 24, item 3). Applies to every route but POST /mcp. Default false: X-Forwarded-* is ignored.","anyOf":[{"type":"boolean"},{"type":"integer","minimum":0,"maximum":100},{"type":"array","items":{"type":"string","minLength":1,"maxLength":100},"minItems":1,"maxItems":100}]},"console":{"description":"The web approval console at /console (issue 24, item 3). Sessions are kept in the control database, so sign-out, operator-token revocation and the timeouts hold on every replica.","type":"object","properties":{"session_idle_timeout_seconds":{"description":"A console session ends after this long without a request (INTERLOCK_CONSOLE_SESSION_IDLE_TIMEOUT_SECONDS). Default 1800 (30 minutes).","type":"integer","minimum":60,"maximum":86400},"session_absolute_timeout_seconds":{"description":"A console session ends this long after sign-in, however active (INTERLOCK_CONSOLE_SESSION_ABSOLUTE_TIMEOUT_SECONDS). Default 28800 (8 hours).","type":"integer","minimum":300,"maximum":604800}},"additionalProperties":false},"rate_limits":{"description":"Calls allowed per window, shared by every replica through the control database. per_identity counts every call of one identity across all sources (INTERLOCK_RATE_LIMIT_IDENTITY_POINTS, INTERLOCK_RATE_LIMIT_IDENTITY_WINDOW_SECONDS; default 120 per 60 s); per_source counts every call to one source across all identities (INTERLOCK_RATE_LIMIT_SOURCE_POINTS, INTERLOCK_RATE_LIMIT_SOURCE_WINDOW_SECONDS; default 600 per 60 s).","type":"object","properties":{"per_identity":{"$ref":"#/$defs/rateLimit"},"per_source":{"$ref":"#/$defs/rateLimit"}},"additionalProperties":false},"approvals":{"type":"object","properties":{"ttl_seconds":{"description":"How long a queued write waits for an operator before it expires (INTERLOCK_APPROVAL_TTL_SECONDS). Default 86400 (one day).","type":"integer","minimum":60,"maximum":2592000},"max_pending_per_identity":{"description":"Most writes one identity may have waiting for approval at once; the next is refused approval_queue_full and not queued (INTERLOCK_APPROVAL_MAX_PENDING_PER_IDENTITY). Default 20.","type":"integer","minimum":1,"maximum":100000},"max_pending_per_source":{"description":"Most writes waiting for approval on one source at once, all identities together (INTERLOCK_APPROVAL_MAX_PENDING_PER_SOURCE). Default 100.","type":"integer","minimum":1,"maximum":1000000},"sweep_interval_ms":{"description":"How often each gateway expires overdue pending approvals, in milliseconds (INTERLOCK_APPROVAL_SWEEP_INTERVAL_MS). Default 10000.","type":"integer","minimum":100,"maximum":3600000},"sweep_batch":{"description":"Most approvals one sweep expires; the rest wait for the next tick (INTERLOCK_APPROVAL_SWEEP_BATCH). Default 500.","type":"integer","minimum":1,"maximum":10000}},"additionalProperties":false},"audit":{"description":"The audit trail (issue 11).","type":"object","properties":{"commit_timeout_ms":{"description":"How long a tools/call waits for its audit event to commit before it is answered unavailable/audit_unavailable with no result (INTERLOCK_AUDIT_COMMIT_TIMEOUT_MS). Default 2000.","type":"integer","minimum":100,"maximum":60000},"retention_min_days":{"description":"Retention floor of `interlock audit archive`: without --force it never archives a month that ends less than this many days ago (nor the open month, whatever this is). 0: only the open month is kept (INTERLOCK_AUDIT_RETENTION_MIN_DAYS). Default 0.","type":"integer","minimum":0,"maximum":36500}},"additionalProperties":false},"notifications":{"description":"Where InterLock tells people about approvals. Each webhook receives a signed JSON POST for the events it names.","type":"object","properties":{"webhooks":{"type":"array","maxItems":20,"items":{"type":"object","properties":{"url":{"description":"Where to POST (http or https).","type":"string","pattern":"^https?://[^\\s]+$"},"events":{"description":"Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.","type":"array","minItems":1,"uniqueItems":true,"items":{"type":"string","enum":["approval.queued","approval.decided","approval.expired","approval.executed","approval.failed"]}},"secret_env":{"description":"Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).","type":"string","pattern":"^[A-Z_][A-Z0-9_]*$"}},"required":["url","events","secret_env"],"additionalProperties":false}},"coalesce_queued_at":{"description":"When this many approval.queued events of one identity arrive in one poll of the audit trail, each webhook gets one delivery listing them all (approval.count, approval.approval_ids) instead of one per write. Default 3.","type":"integer","minimum":2,"maximum":1000}},"additionalProperties":false},"admission":{"description":"Admission by capacity (issue 29; src/transport/capacity.ts): an adaptive limit on the governed tool calls a replica runs at once, lowered when calls slow down (gradient of short- against long-term latency), when the event loop lags or when the audit writer falls behind, with a short bounded queue. Beyond it a call is refused at once with rate_limited, retry_after_ms and Retry-After derived from the queue, before identity, SQL or audit work; such refusals are audited in aggregate per client address per minute, like keyless refusals. In memory per replica.","type":"object","properties":{"enabled":{"description":"Turn admission by capacity on or off (INTERLOCK_ADMISSION_ENABLED, true or false). Default true.","type":"boolean"},"initial_limit":{"description":"Starting limit, in calls in flight. Default 16: about 2 × CPU cores × 4 calls in flight per core on the 2-core reference machine (a point read spends 1–1.4 ms of gateway CPU in a 5–6 ms answer; peak goodput near 8 connections, bench/11-overload.ts); raise it with the cores.","type":"integer","minimum":1,"maximum":100000},"min_limit":{"description":"The limit never falls below this (INTERLOCK_ADMISSION_MIN_LIMIT). Default 4: one core's worth of calls in flight, so a starved replica still serves while it refuses the excess; the limit acts from 8–32 connections up on 2 cores.","type":"integer","minimum":1,"maximum":100000},"max_limit":{"description":"The limit never rises above this (INTERLOCK_ADMISSION_MAX_LIMIT). Default 512.","type":"integer","minimum":1,"maximum":100000},"queue_size":{"description":"Calls that may wait for a slot; beyond them a call is refused at once (INTERLOCK_ADMISSION_QUEUE_SIZE). Default 32.","type":"integer","minimum":0,"maximum":100000},"queue_timeout_ms":{"description":"Longest wait of a queued call in milliseconds; then it is refused. Default 250.","type":"integer","minimum":1,"maximum":60000},"tolerance":{"description":"How many times the long-term latency (controller min_rtt: minRTT) the short-term one may reach before the limit falls. Default 2.","type":"number","minimum":1,"maximum":10},"controller":{"description":"How the limit follows latency (INTERLOCK_ADMISSION_CONTROLLER). \"long_average\" (default): the gradient of the short-term latency against a slow long-term average (10 s time constant). \"min_rtt\": Envoy's gradient controller: the replica's latency at low concurrency (minRTT) is measured in a window every min_rtt_interval_ms (plus up to 10 % jitter) with the limit held at min_limit, and every 100 ms the limit becomes limit × gradient + √(limit × gradient), gradient = clamp(tolerance × minRTT ÷ sampled latency, 0.5, 2), the sampled latency being the latency_percentile of the calls finished in those 100 ms; a limit at min_limit for 5 updates in a row measures minRTT again at once.","type":"string","enum":["long_average","min_rtt"]},"min_rtt_interval_ms":{"description":"controller min_rtt: milliseconds between the end of one minRTT window and the start of the next (plus up to 10 % jitter). Default 10000.","type":"integer","minimum":100,"maximum":3600000},"min_rtt_samples":{"description":"controller min_rtt: calls admitted and finished inside a minRTT window (at most min_limit in flight) that make its measurement; a window also ends 1 s after its first such call with what it has. Default 25.","type":"integer","minimum":1,"maximum":10000},"sample_source_time":{"description":"Count a call's time in source reads (pool checkout and statements) in its latency sample (INTERLOCK_ADMISSION_SAMPLE_SOURCE_TIME, true or false). Default false: left out, so one identity's slow statements cannot lower the limit for every caller; but then queueing for the source pool is invisible to the limit (bench/RESULTS.md, h29p). An experiment switch.","type":"boolean"},"sample_pool_wait":{"description":"Count a call's wait for a connection of a source's shared reader pool in its latency sample, the rest of its source time left out (INTERLOCK_ADMISSION_SAMPLE_POOL_WAIT, true or false). The wait starts once the call's identity has its own slot (max_concurrent_per_identity), so an identity flooding its own share, or sending slow statements, cannot lower the limit for every caller; a queue for the shared pool, which every identity's calls stand in, lowers it. Ignored when sample_source_time is true (all source time counts). Default false (bench/RESULTS.md, h29q).","type":"boolean"},"raise_on_slot_waiters":{"description":"Count calls waiting for their identity's own source slots (max_concurrent_per_identity) as in flight when deciding whether the limit is used enough to be raised (INTERLOCK_ADMISSION_RAISE_ON_SLOT_WAITERS, true or false). Default true. false: the limit is raised only while at least half of it are working calls, the calls in flight less the share of them waiting for their own slots (by Little's law the mean own-slot wait ÷ the mean latency of recent calls), so one identity sending more than its slots take does not have the limit raised to hold its queue (bench 11, one identity on 512 connections: ~60–110 calls admitted instead of ~185, no call refused late with concurrency_limited), at the price of fewer calls in flight where more would serve more (goodput at 1×–4× not shown to hold; bench/RESULTS.md, h29f). The wait stays out of the latency sample either way.","type":"boolean"},"identity_limit":{"description":"Give each identity a limit of its own inside the replica's (INTERLOCK_ADMISSION_IDENTITY_LIMIT, true or false), in calls of the gateway, set by the identity's queue for its own source slots (max_concurrent_per_identity), which the replica's limit leaves out. An identity gets one when a call of it waited for its own slots longer than its allowance (below) or was refused for lack of a source slot. At most every 100 ms (or once per latency of its calls), over its calls admitted since the last change: when their mean own-slot wait passes the allowance, max(identity_slot_wait_ms, identity_wait_ratio × their mean statement time), the share of its calls in flight queued beyond it (excess wait ÷ latency, Little's law) is taken off its limit (at most half); otherwise, while it uses at least half its limit, the limit grows by its square root, and it is removed once it reaches the replica's limit. A call refused for lack of a source slot lowers it to 0.9 × its calls in flight. Its excess calls are refused at once with rate_limited and Retry-After, like those beyond the replica's limit; other identities and the replica's limit are untouched. At most 10,000 identities are limited at once (the oldest entry goes first). Default false (bench/RESULTS.md, h29i, h29n).","type":"boolean"},"identity_slot_wait_ms":{"description":"identity_limit: the least mean wait for an identity's own source slots, in milliseconds, that its limit allows, whatever its statements' time. Default 1.","type":"number","minimum":0,"maximum":60000},"identity_wait_ratio":{"description":"identity_limit: the mean wait for an identity's own source slots that its limit allows, as a multiple of its statements' mean time (by Little's law about this many calls waiting per busy slot: enough to keep its slots busy through the gateway's own stalls). Default 2 (bench/RESULTS.md, h29n).","type":"number","minimum":0,"maximum":100},"latency_percentile":{"description":"controller min_rtt: the percentile (nearest rank) of call latencies taken both for minRTT and for each 100 ms sample. Default 90.","type":"number","exclusiveMinimum":0,"maximum":100},"max_event_loop_delay_ms":{"description":"Event-loop delay (p99 over the last second) past which the limit is lowered, by 10 % at most every 100 ms. Default 100.","type":"integer","minimum":1,"maximum":60000},"max_audit_queue":{"description":"Audit events pending in the writer (queued or in a batch being committed) past which the limit is lowered, by 10 % at most every 100 ms. Each admitted call holds its slot until its event commits, so this only acts when it is below max_limit. Default 64.","type":"integer","minimum":1,"maximum":1000000},"pause_refused_connections":{"description":"After a refusal at capacity on POST /mcp, read nothing more from that connection until its Retry-After (the connection stays open). A client that waits as told loses nothing; one that retries at once on the same connection cannot spend the replica's CPU on refusals and starve the calls it admitted (INTERLOCK_ADMISSION_PAUSE_REFUSED_CONNECTIONS, true or false). Turn it off behind a proxy that carries several callers on one connection. Default true.","type":"boolean"}},"additionalProperties":false},"cache":{"description":"Result cache of eligible reads.","type":"object","properties":{"ttl_ms":{"description":"Time to live of a cached result in milliseconds, 0 disables the cache (INTERLOCK_CACHE_TTL_MS). Default 30000.","type":"integer","minimum":0,"maximum":86400000},"max_bytes":{"description":"Byte budget of the cache (INTERLOCK_CACHE_MAX_BYTES). Default 67108864 (64 MiB).","type":"integer","minimum":0,"maximum":17179869184}},"additionalProperties":false},"ops_listen":{"description":"Optional separate listen address of the operations endpoints GET /healthz, /readyz and /metrics (INTERLOCK_OPS_HOST, INTERLOCK_OPS_PORT), e.g. for a Prometheus scraper on an internal interface. When set, those three endpoints are served only there (behind the same Host/Origin guard, with the loopback names plus allowed_hosts, or any host on a non-loopback bind without allowed_hosts) and no longer on listen. Default: unset (served on listen).","type":"object","properties":{"host":{"description":"Interface address of the operations listener (INTERLOCK_OPS_HOST). Default 127.0.0.1.","type":"string","minLength":1,"maxLength":255},"port":{"description":"TCP port of the operations listener, 0 = any free port (INTERLOCK_OPS_PORT).","type":"integer","minimum":0,"maximum":65535}},"required":["port"],"additionalProperties":false},"client_limits":{"description":"Limits per client address and per identity, kept in memory on each replica (so N replicas allow up to N times the figure). The client address is the TCP peer address (an IPv6 address counts by its /64 prefix); behind a reverse proxy every client shares the proxy's address.","type":"object","properties":{"keyless":{"$ref":"#/$defs/rateLimit","description":"Requests without a valid agent key (no Authorization Bearer, or a key that does not resolve) allowed per client address per window, counted before any other work (INTERLOCK_KEYLESS_POINTS, INTERLOCK_KEYLESS_WINDOW_SECONDS). Over it: 429 with Retry-After. Default 600 per 60 s."},"streams_per_address":{"description":"Open SSE streams and in-flight tool calls (GET /mcp/sse streams, and tools/call on every route, each of which may answer as a request-scoped stream) per client address (INTERLOCK_STREAMS_PER_ADDRESS). Over it: 429 rate_limited with Retry-After. Default 128.","type":"integer","minimum":1,"maximum":100000},"streams_per_identity":{"description":"Open SSE streams and in-flight tool calls per identity, across addresses (INTERLOCK_STREAMS_PER_IDENTITY). Over it: 429 rate_limited with Retry-After. Default 64. A tool call keeps its slot until its answer has been flushed to the client or its connection closed, so this also bounds the answers an identity can leave unread in memory.","type":"integer","minimum":1,"maximum":100000},"answer_write_timeout_ms":{"description":"How long a tool call's answer may wait unread by its client, in milliseconds (INTERLOCK_ANSWER_WRITE_TIMEOUT_MS): an answer not flushed to the client by then has its connection closed (the call stays audited), which frees the answer's memory and its stream slot. 0 disables the deadline. Default 30000.","type":"integer","minimum":0,"maximum":3600000},"body_reads_per_address":{"description":"Request bodies being received at once per client address, on every route, checked before the body is read (INTERLOCK_BODY_READS_PER_ADDRESS). Over it: 429 rate_limited with Retry-After, and the connection is closed. Default 64.","type":"integer","minimum":1,"maximum":100000},"body_bytes_in_flight":{"description":"Bytes of request bodies over 64 KiB being received at once on a replica, all client addresses together (one address at most an eighth), each body counted at its Content-Length (the body limit, 1 MiB, when undeclared or compressed) before it is read; smaller bodies count only against body_reads_per_address (INTERLOCK_BODY_BYTES_IN_FLIGHT). Over it: 429 rate_limited with Retry-After, and the connection is closed; one body is always admitted when none is being read. Default 134217728 (128 MiB).","type":"integer","minimum":1048576,"maximum":68719476736}},"additionalProperties":false},"auth":{"description":"InterLock as an OAuth 2.1 resource server (issue 26): JWT access tokens from the organisation's identity providers are accepted beside API keys. docs/operators.md \"Identity providers\".","type":"object","properties":{"resource":{"description":"The gateway's canonical resource URL (RFC 8707; RFC 9728 `resource`), e.g. https://gateway.example.com/mcp: the default expected audience of every issuer and the `resource` of /.well-known/oauth-protected-resource. Required when issuers are configured.","type":"string","pattern":"^https?://","maxLength":2048},"scopes_supported":{"description":"Scopes advertised in the protected resource metadata (scopes_supported). Default: none advertised.","type":"array","items":{"type":"string","minLength":1,"maxLength":256},"maxItems":64,"uniqueItems":true},"handshake_challenge":{"description":"Handshake dialect (2025-*): answer a tools/call refused as unauthorized with HTTP 401 and the WWW-Authenticate challenge (so OAuth-capable clients start their flow) instead of the contract's default tool-result refusal. Default false.","type":"boolean"},"issuers":{"description":"Trusted issuers of JWT access tokens. A token whose unverified `iss` names none of them is refused before any network or database work.","type":"array","maxItems":32,"items":{"$ref":"#/$defs/tokenIssuer"}}},"additionalProperties":false},"log_level":{"description":"Operational log level (INTERLOCK_LOG_LEVEL). Default info.","type":"string","enum":["fatal","error","warn","info","debug","trace","silent"]},"key_pepper":{"description":"Secret HMAC key for API-key hashes, at least 32 characters (INTERLOCK_KEY_PEPPER; prefer the variable or a secret store to a file). Default: generated once and kept in the control database. Changing it invalidates every key, so the gateway refuses to start with a pepper that differs from the one on record.","type":"string","minLength":32,"maxLength":1024}},"additionalProperties":false,"$defs":{"tokenIssuer":{"title":"TokenIssuer","description":"One trusted OAuth 2.1 / OpenID Connect issuer (issue 26 item 1) and how its tokens map to identities (item 2).","type":"object","properties":{"issuer":{"description":"The issuer identifier, compared exactly with the token's `iss` (and with the discovery document's `issuer`).","type":"string","pattern":"^https?://","maxLength":2048},"jwks_uri":{"description":"The issuer's JWKS URL. Absent: discovered from <issuer>/.well-known/openid-configuration.","type":"string","pattern":"^https?://","maxLength":2048},"audience":{"description":"Expected `aud` (one of the token's audiences must equal it). Default: auth.resource.","type":"string","minLength":1,"maxLength":2048},"algorithms":{"description":"Allowed JWS algorithms, asymmetric only (`none` and HMAC are never accepted). Default [RS256, ES256].","type":"array","minItems":1,"uniqueItems":true,"items":{"type":"string","enum":["RS256","RS384","RS512","PS256","PS384","PS512","ES256","ES384","ES512","EdDSA"]}},"required_scopes":{"description":"Scopes the token's `scope` (or `scp`) claim must all carry; a token missing one is refused 403 insufficient_scope. Default none.","type":"array","items":{"type":"string","minLength":1,"maxLength":256},"maxItems":64,"uniqueItems":true},"jwks_cooldown_seconds":{"description":"Least interval between two fetches of the issuer's JWKS, in seconds: a token with an unknown `kid` (a rotated key) refetches at most this often. Default 30.","type":"integer","minimum":1,"maximum":3600},"clock_skew_seconds":{"description":"Tolerance for exp, nbf and iat, in seconds. Default 60.","type":"integer","minimum":0,"maximum":600},"identity_claim":{"description":"The claim that names the identity (e.g. sub, email, preferred_username); lower-cased, it must be a valid identity name. Default sub.","type":"string","minLength":1,"maxLength":128},"unknown_subjects":{"description":"A subject with no identity yet: refuse (invalid_token) or provision an identity named by identity_claim. Default refuse.","type":"string","enum":["refuse","provision"]},"role_grants":{"description":"Claim values that grant source roles: every rule whose claim carries the value (equal, or an element of an array claim) grants role on source to the token's identity; such grants follow the claims on each sign-in.","type":"array","maxItems":256,"items":{"$ref":"#/$defs/claimRoleGrant"}},"attribute_claims":{"description":"Claims copied into the identity's attributes for policies and row rules. Default [email, groups, roles].","type":"array","items":{"type":"string","minLength":1,"maxLength":128},"maxItems":32,"uniqueItems":true}},"required":["issuer"],"additionalProperties":false},"claimRoleGrant":{"title":"ClaimRoleGrant","description":"A claim value that grants a source role on a source.","type":"object","properties":{"claim":{"description":"Claim name, e.g. groups.","type":"string","minLength":1,"maxLength":128},"value":{"description":"Claim value that grants the role.","type":"string","minLength":1,"maxLength":256},"role":{"description":"Source role name.","type":"string","minLength":1,"maxLength":128},"source":{"description":"Source id.","type":"string","minLength":1,"maxLength":128}},"required":["claim","value","role","source"],"additionalProperties":false},"rateLimit":{"title":"RateLimit","type":"object","properties":{"points":{"description":"Calls allowed per window.","type":"integer","minimum":1,"maximum":1000000},"window_seconds":{"description":"Window length in seconds.","type":"integer","minimum":1,"maximum":86400}},"required":["points","window_seconds"],"additionalProperties":false}}};
-const schema73 = {"title":"RateLimit","type":"object","properties":{"points":{"description":"Calls allowed per window.","type":"integer","minimum":1,"maximum":1000000},"window_seconds":{"description":"Window length in seconds.","type":"integer","minimum":1,"maximum":86400}},"required":["points","window_seconds"],"additionalProperties":false};
+const schema72 = {"$schema":"https://json-schema.org/draft/2020-12/schema","$id":"https://interlock.dev/spec/config-v1.schema.json","title":"GatewayConfig","description":"InterLock gateway configuration: an optional JSON or YAML file (--config FILE) merged with INTERLOCK_* environment variables (environment wins) and then command-line flags. Unknown keys are errors everywhere, and so are unknown INTERLOCK_* environment variables: a misspelt safety setting must never be silently ignored. docs/operators.md lists every key with its variable and default.","type":"object","properties":{"listen":{"description":"Where the MCP endpoint listens.","type":"object","properties":{"host":{"description":"Interface address (INTERLOCK_HOST). Default 127.0.0.1.","type":"string","minLength":1,"maxLength":255},"port":{"description":"TCP port, 0 = any free port (INTERLOCK_PORT). Default 8787.","type":"integer","minimum":0,"maximum":65535},"request_timeout_ms":{"description":"Longest time a client may take to send one whole request, headers and body (INTERLOCK_REQUEST_TIMEOUT_MS); past it the connection is answered 408 and closed. Does not limit how long an answer or an SSE stream takes. Default 30000.","type":"integer","minimum":1000,"maximum":3600000},"headers_timeout_ms":{"description":"Longest time a client may take to send a request's headers (INTERLOCK_HEADERS_TIMEOUT_MS); at most request_timeout_ms (a larger value is lowered to it). Default 20000.","type":"integer","minimum":1000,"maximum":3600000},"tls":{"description":"Serve the gateway (MCP endpoint, console, admin API) over TLS on listen.host:port instead of plain HTTP (INTERLOCK_TLS_CERT_FILE, INTERLOCK_TLS_KEY_FILE; issue 24, item 3). Both files are PEM; they are read at start and again on SIGHUP (a failed reload keeps the current certificate and is logged). Console cookies are then Secure. Default: plain HTTP.","type":"object","properties":{"cert_file":{"description":"PEM certificate chain file (leaf first).","type":"string","minLength":1},"key_file":{"description":"PEM private key file of the certificate.","type":"string","minLength":1}},"required":["cert_file","key_file"],"additionalProperties":false}},"additionalProperties":false},"database":{"description":"The control database.","type":"object","properties":{"url":{"description":"PostgreSQL connection URL of the control database (INTERLOCK_DATABASE_URL). Without it an embedded PostgreSQL is started in embedded_data_dir.","type":"string","pattern":"^postgres(ql)?://"},"embedded_data_dir":{"description":"Folder of the embedded PostgreSQL, kept across restarts (INTERLOCK_EMBEDDED_DATA_DIR). Default .interlock/pg.","type":"string","minLength":1},"embedded_port":{"description":"Port of the embedded PostgreSQL, 0 = a free port (INTERLOCK_EMBEDDED_PORT). Default 0.","type":"integer","minimum":0,"maximum":65535},"pool_size":{"description":"Largest number of pooled control-database connections (INTERLOCK_DATABASE_POOL_SIZE). Default 10.","type":"integer","minimum":1,"maximum":1000},"operator_url":{"description":"PostgreSQL connection URL of the operator connection (INTERLOCK_OPERATOR_DATABASE_URL): the database role, given `interlock db grant-operator-role`, through which the admin API (/admin/v1) and the console make governance changes (identities, keys, sources, roles, grants, policies, apply) and record their config events, while the gateway itself runs on its least-privilege runtime role (url). Same database and URL forms as url (several hosts, target_session_attrs). A pool of at most 4 connections; readiness does not depend on it. Unset: governance changes go through url's role, and are refused (403 forbidden) when that role may not make them.","type":"string","pattern":"^postgres(ql)?://"}},"additionalProperties":false},"allowed_hosts":{"description":"Host header values accepted besides the loopback names when bound to loopback (INTERLOCK_ALLOWED_HOSTS, comma-separated), e.g. gateway.example.com:443. DNS-rebinding protection (decision 14).","type":"array","items":{"type":"string","minLength":1,"maxLength":300},"maxItems":100},"allowed_origins":{"description":"Origin values accepted besides the request's own origin (INTERLOCK_ALLOWED_ORIGINS, comma-separated), e.g. https://app.example.com.","type":"array","items":{"type":"string","pattern":"^https?://[^/\\s]+$"},"maxItems":100},"trust_proxy":{"description":"Which proxies in front of the gateway are trusted to give the client's scheme and address in X-Forwarded-Proto and X-Forwarded-For (INTERLOCK_TRUST_PROXY, comma-separated), with Express's `trust proxy` semantics: true trusts every hop, a number that many hops, a list names trusted addresses or subnets (CIDR) or loopback, linklocal, uniquelocal. Set it when a TLS-terminating proxy serves the console, so its cookies are Secure (issue 24, item 3). Applies to every route but POST /mcp. Default false: X-Forwarded-* is ignored.","anyOf":[{"type":"boolean"},{"type":"integer","minimum":0,"maximum":100},{"type":"array","items":{"type":"string","minLength":1,"maxLength":100},"minItems":1,"maxItems":100}]},"console":{"description":"The web approval console at /console (issue 24, item 3). Sessions are kept in the control database, so sign-out, operator-token revocation and the timeouts hold on every replica.","type":"object","properties":{"session_idle_timeout_seconds":{"description":"A console session ends after this long without a request (INTERLOCK_CONSOLE_SESSION_IDLE_TIMEOUT_SECONDS). Default 1800 (30 minutes).","type":"integer","minimum":60,"maximum":86400},"session_absolute_timeout_seconds":{"description":"A console session ends this long after sign-in, however active (INTERLOCK_CONSOLE_SESSION_ABSOLUTE_TIMEOUT_SECONDS). Default 28800 (8 hours).","type":"integer","minimum":300,"maximum":604800}},"additionalProperties":false},"rate_limits":{"description":"Calls allowed per window, shared by every replica through the control database. per_identity counts every call of one identity across all sources (INTERLOCK_RATE_LIMIT_IDENTITY_POINTS, INTERLOCK_RATE_LIMIT_IDENTITY_WINDOW_SECONDS; default 120 per 60 s); per_source counts every call to one source across all identities (INTERLOCK_RATE_LIMIT_SOURCE_POINTS, INTERLOCK_RATE_LIMIT_SOURCE_WINDOW_SECONDS; default 600 per 60 s).","type":"object","properties":{"per_identity":{"$ref":"#/$defs/rateLimit"},"per_source":{"$ref":"#/$defs/rateLimit"}},"additionalProperties":false},"approvals":{"type":"object","properties":{"ttl_seconds":{"description":"How long a queued write waits for an operator before it expires (INTERLOCK_APPROVAL_TTL_SECONDS). Default 86400 (one day).","type":"integer","minimum":60,"maximum":2592000},"max_pending_per_identity":{"description":"Most writes one identity may have waiting for approval at once; the next is refused approval_queue_full and not queued (INTERLOCK_APPROVAL_MAX_PENDING_PER_IDENTITY). Default 20.","type":"integer","minimum":1,"maximum":100000},"max_pending_per_source":{"description":"Most writes waiting for approval on one source at once, all identities together (INTERLOCK_APPROVAL_MAX_PENDING_PER_SOURCE). Default 100.","type":"integer","minimum":1,"maximum":1000000},"sweep_interval_ms":{"description":"How often each gateway expires overdue pending approvals, in milliseconds (INTERLOCK_APPROVAL_SWEEP_INTERVAL_MS). Default 10000.","type":"integer","minimum":100,"maximum":3600000},"sweep_batch":{"description":"Most approvals one sweep expires; the rest wait for the next tick (INTERLOCK_APPROVAL_SWEEP_BATCH). Default 500.","type":"integer","minimum":1,"maximum":10000}},"additionalProperties":false},"audit":{"description":"The audit trail (issue 11).","type":"object","properties":{"commit_timeout_ms":{"description":"How long a tools/call waits for its audit event to commit before it is answered unavailable/audit_unavailable with no result (INTERLOCK_AUDIT_COMMIT_TIMEOUT_MS). Default 2000.","type":"integer","minimum":100,"maximum":60000},"retention_min_days":{"description":"Retention floor of `interlock audit archive`: without --force it never archives a month that ends less than this many days ago (nor the open month, whatever this is). 0: only the open month is kept (INTERLOCK_AUDIT_RETENTION_MIN_DAYS). Default 0.","type":"integer","minimum":0,"maximum":36500}},"additionalProperties":false},"notifications":{"description":"Where InterLock tells people about approvals. Each webhook receives a signed JSON POST for the events it names.","type":"object","properties":{"webhooks":{"type":"array","maxItems":20,"items":{"type":"object","properties":{"url":{"description":"Where to POST (http or https).","type":"string","pattern":"^https?://[^\\s]+$"},"events":{"description":"Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.","type":"array","minItems":1,"uniqueItems":true,"items":{"type":"string","enum":["approval.queued","approval.decided","approval.expired","approval.executed","approval.failed"]}},"secret_env":{"description":"Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).","type":"string","pattern":"^[A-Z_][A-Z0-9_]*$"}},"required":["url","events","secret_env"],"additionalProperties":false}},"coalesce_queued_at":{"description":"When this many approval.queued events of one identity arrive in one poll of the audit trail, each webhook gets one delivery listing them all (approval.count, approval.approval_ids) instead of one per write. Default 3.","type":"integer","minimum":2,"maximum":1000}},"additionalProperties":false},"admission":{"description":"Admission by capacity (issue 29; src/transport/capacity.ts): an adaptive limit on the governed tool calls a replica runs at once, lowered when calls slow down (gradient of short- against long-term latency), when the event loop lags or when the audit writer falls behind, with a short bounded queue. Beyond it a call is refused at once with rate_limited, retry_after_ms and Retry-After derived from the queue, before identity, SQL or audit work; such refusals are audited in aggregate per client address per minute, like keyless refusals. In memory per replica.","type":"object","properties":{"enabled":{"description":"Turn admission by capacity on or off (INTERLOCK_ADMISSION_ENABLED, true or false). Default true.","type":"boolean"},"initial_limit":{"description":"Starting limit, in calls in flight. Default 16: about 2 × CPU cores × 4 calls in flight per core on the 2-core reference machine (a point read spends 1–1.4 ms of gateway CPU in a 5–6 ms answer; peak goodput near 8 connections, bench/11-overload.ts); raise it with the cores.","type":"integer","minimum":1,"maximum":100000},"min_limit":{"description":"The limit never falls below this (INTERLOCK_ADMISSION_MIN_LIMIT). Default 4: one core's worth of calls in flight, so a starved replica still serves while it refuses the excess; the limit acts from 8–32 connections up on 2 cores.","type":"integer","minimum":1,"maximum":100000},"max_limit":{"description":"The limit never rises above this (INTERLOCK_ADMISSION_MAX_LIMIT). Default 512.","type":"integer","minimum":1,"maximum":100000},"queue_size":{"description":"Calls that may wait for a slot; beyond them a call is refused at once (INTERLOCK_ADMISSION_QUEUE_SIZE). Default 32.","type":"integer","minimum":0,"maximum":100000},"queue_timeout_ms":{"description":"Longest wait of a queued call in milliseconds; then it is refused. Default 250.","type":"integer","minimum":1,"maximum":60000},"tolerance":{"description":"How many times the long-term latency (controller min_rtt: minRTT) the short-term one may reach before the limit falls. Default 2.","type":"number","minimum":1,"maximum":10},"controller":{"description":"How the limit follows latency (INTERLOCK_ADMISSION_CONTROLLER). \"long_average\" (default): the gradient of the short-term latency against a slow long-term average (10 s time constant). \"min_rtt\": Envoy's gradient controller: the replica's latency at low concurrency (minRTT) is measured in a window every min_rtt_interval_ms (plus up to 10 % jitter) with the limit held at min_limit, and every 100 ms the limit becomes limit × gradient + √(limit × gradient), gradient = clamp(tolerance × minRTT ÷ sampled latency, 0.5, 2), the sampled latency being the latency_percentile of the calls finished in those 100 ms; a limit at min_limit for 5 updates in a row measures minRTT again at once.","type":"string","enum":["long_average","min_rtt"]},"min_rtt_interval_ms":{"description":"controller min_rtt: milliseconds between the end of one minRTT window and the start of the next (plus up to 10 % jitter). Default 10000.","type":"integer","minimum":100,"maximum":3600000},"min_rtt_samples":{"description":"controller min_rtt: calls admitted and finished inside a minRTT window (at most min_limit in flight) that make its measurement; a window also ends 1 s after its first such call with what it has. Default 25.","type":"integer","minimum":1,"maximum":10000},"sample_source_time":{"description":"Count a call's time in source reads (pool checkout and statements) in its latency sample (INTERLOCK_ADMISSION_SAMPLE_SOURCE_TIME, true or false). Default false: left out, so one identity's slow statements cannot lower the limit for every caller; but then queueing for the source pool is invisible to the limit (bench/RESULTS.md, h29p). An experiment switch.","type":"boolean"},"sample_pool_wait":{"description":"Count a call's wait for a connection of a source's shared reader pool in its latency sample, the rest of its source time left out (INTERLOCK_ADMISSION_SAMPLE_POOL_WAIT, true or false). The wait starts once the call's identity has its own slot (max_concurrent_per_identity), so an identity flooding its own share, or sending slow statements, cannot lower the limit for every caller; a queue for the shared pool, which every identity's calls stand in, lowers it. Ignored when sample_source_time is true (all source time counts). Default false (bench/RESULTS.md, h29q).","type":"boolean"},"raise_on_slot_waiters":{"description":"Count calls waiting for their identity's own source slots (max_concurrent_per_identity) as in flight when deciding whether the limit is used enough to be raised (INTERLOCK_ADMISSION_RAISE_ON_SLOT_WAITERS, true or false). Default true. false: the limit is raised only while at least half of it are working calls, the calls in flight less the share of them waiting for their own slots (by Little's law the mean own-slot wait ÷ the mean latency of recent calls), so one identity sending more than its slots take does not have the limit raised to hold its queue (bench 11, one identity on 512 connections: ~60–110 calls admitted instead of ~185, no call refused late with concurrency_limited), at the price of fewer calls in flight where more would serve more (goodput at 1×–4× not shown to hold; bench/RESULTS.md, h29f). The wait stays out of the latency sample either way.","type":"boolean"},"identity_limit":{"description":"Give each identity a limit of its own inside the replica's (INTERLOCK_ADMISSION_IDENTITY_LIMIT, true or false), in calls of the gateway, set by the identity's queue for its own source slots (max_concurrent_per_identity), which the replica's limit leaves out. An identity gets one when a call of it waited for its own slots longer than its allowance (below) or was refused for lack of a source slot. At most every 100 ms (or once per latency of its calls), over its calls admitted since the last change: when their mean own-slot wait passes the allowance, max(identity_slot_wait_ms, identity_wait_ratio × their mean statement time), the share of its calls in flight queued beyond it (excess wait ÷ latency, Little's law) is taken off its limit (at most half); otherwise, while it uses at least half its limit, the limit grows by its square root, and it is removed once it reaches the replica's limit. A call refused for lack of a source slot lowers it to 0.9 × its calls in flight. Its excess calls are refused at once with rate_limited and Retry-After, like those beyond the replica's limit; other identities and the replica's limit are untouched. At most 10,000 identities are limited at once (the oldest entry goes first). Default false (bench/RESULTS.md, h29i, h29n).","type":"boolean"},"identity_slot_wait_ms":{"description":"identity_limit: the least mean wait for an identity's own source slots, in milliseconds, that its limit allows, whatever its statements' time. Default 1.","type":"number","minimum":0,"maximum":60000},"identity_wait_ratio":{"description":"identity_limit: the mean wait for an identity's own source slots that its limit allows, as a multiple of its statements' mean time (by Little's law about this many calls waiting per busy slot: enough to keep its slots busy through the gateway's own stalls). Default 2 (bench/RESULTS.md, h29n).","type":"number","minimum":0,"maximum":100},"latency_percentile":{"description":"controller min_rtt: the percentile (nearest rank) of call latencies taken both for minRTT and for each 100 ms sample. Default 90.","type":"number","exclusiveMinimum":0,"maximum":100},"max_event_loop_delay_ms":{"description":"Event-loop delay (p99 over the last second) past which the limit is lowered, by 10 % at most every 100 ms. Default 100.","type":"integer","minimum":1,"maximum":60000},"max_audit_queue":{"description":"Audit events pending in the writer (queued or in a batch being committed) past which the limit is lowered, by 10 % at most every 100 ms. Each admitted call holds its slot until its event commits, so this only acts when it is below max_limit. Default 64.","type":"integer","minimum":1,"maximum":1000000},"pause_refused_connections":{"description":"After a refusal at capacity on POST /mcp, read nothing more from that connection until its Retry-After (the connection stays open). A client that waits as told loses nothing; one that retries at once on the same connection cannot spend the replica's CPU on refusals and starve the calls it admitted (INTERLOCK_ADMISSION_PAUSE_REFUSED_CONNECTIONS, true or false). Turn it off behind a proxy that carries several callers on one connection. Default true.","type":"boolean"}},"additionalProperties":false},"cache":{"description":"Result cache of eligible reads.","type":"object","properties":{"ttl_ms":{"description":"Time to live of a cached result in milliseconds, 0 disables the cache (INTERLOCK_CACHE_TTL_MS). Default 30000.","type":"integer","minimum":0,"maximum":86400000},"max_bytes":{"description":"Byte budget of the cache (INTERLOCK_CACHE_MAX_BYTES). Default 67108864 (64 MiB).","type":"integer","minimum":0,"maximum":17179869184}},"additionalProperties":false},"ops_listen":{"description":"Optional separate listen address of the operations endpoints GET /healthz, /readyz and /metrics (INTERLOCK_OPS_HOST, INTERLOCK_OPS_PORT), e.g. for a Prometheus scraper on an internal interface. When set, those three endpoints are served only there (behind the same Host/Origin guard, with the loopback names plus allowed_hosts, or any host on a non-loopback bind without allowed_hosts) and no longer on listen. Default: unset (served on listen).","type":"object","properties":{"host":{"description":"Interface address of the operations listener (INTERLOCK_OPS_HOST). Default 127.0.0.1.","type":"string","minLength":1,"maxLength":255},"port":{"description":"TCP port of the operations listener, 0 = any free port (INTERLOCK_OPS_PORT).","type":"integer","minimum":0,"maximum":65535}},"required":["port"],"additionalProperties":false},"client_limits":{"description":"Limits per client address and per identity, kept in memory on each replica (so N replicas allow up to N times the figure). The client address is the TCP peer address (an IPv6 address counts by its /64 prefix); behind a reverse proxy every client shares the proxy's address.","type":"object","properties":{"keyless":{"$ref":"#/$defs/rateLimit","description":"Requests without a valid agent key (no Authorization Bearer, or a key that does not resolve) allowed per client address per window, counted before any other work (INTERLOCK_KEYLESS_POINTS, INTERLOCK_KEYLESS_WINDOW_SECONDS). Over it: 429 with Retry-After. Default 600 per 60 s."},"streams_per_address":{"description":"Open SSE streams and in-flight tool calls (GET /mcp/sse streams, and tools/call on every route, each of which may answer as a request-scoped stream) per client address (INTERLOCK_STREAMS_PER_ADDRESS). Over it: 429 rate_limited with Retry-After. Default 128.","type":"integer","minimum":1,"maximum":100000},"streams_per_identity":{"description":"Open SSE streams and in-flight tool calls per identity, across addresses (INTERLOCK_STREAMS_PER_IDENTITY). Over it: 429 rate_limited with Retry-After. Default 64. A tool call keeps its slot until its answer has been flushed to the client or its connection closed, so this also bounds the answers an identity can leave unread in memory.","type":"integer","minimum":1,"maximum":100000},"answer_write_timeout_ms":{"description":"How long a tool call's answer may wait unread by its client, in milliseconds (INTERLOCK_ANSWER_WRITE_TIMEOUT_MS): an answer not flushed to the client by then has its connection closed (the call stays audited), which frees the answer's memory and its stream slot. 0 disables the deadline. Default 30000.","type":"integer","minimum":0,"maximum":3600000},"body_reads_per_address":{"description":"Request bodies being received at once per client address, on every route, checked before the body is read (INTERLOCK_BODY_READS_PER_ADDRESS). Over it: 429 rate_limited with Retry-After, and the connection is closed. Default 64.","type":"integer","minimum":1,"maximum":100000},"body_bytes_in_flight":{"description":"Bytes of request bodies over 64 KiB being received at once on a replica, all client addresses together (one address at most an eighth), each body counted at its Content-Length (the body limit, 1 MiB, when undeclared or compressed) before it is read; smaller bodies count only against body_reads_per_address (INTERLOCK_BODY_BYTES_IN_FLIGHT). Over it: 429 rate_limited with Retry-After, and the connection is closed; one body is always admitted when none is being read. Default 134217728 (128 MiB).","type":"integer","minimum":1048576,"maximum":68719476736}},"additionalProperties":false},"auth":{"description":"InterLock as an OAuth 2.1 resource server (issue 26): JWT access tokens from the organisation's identity providers are accepted beside API keys. docs/operators.md \"Identity providers\".","type":"object","properties":{"resource":{"description":"The gateway's canonical resource URL (RFC 8707; RFC 9728 `resource`), e.g. https://gateway.example.com/mcp: the default expected audience of every issuer and the `resource` of /.well-known/oauth-protected-resource. Required when issuers are configured.","type":"string","pattern":"^https?://","maxLength":2048},"scopes_supported":{"description":"Scopes advertised in the protected resource metadata (scopes_supported). Default: none advertised.","type":"array","items":{"type":"string","minLength":1,"maxLength":256},"maxItems":64,"uniqueItems":true},"handshake_challenge":{"description":"Handshake dialect (2025-*): answer a tools/call refused as unauthorized with HTTP 401 and the WWW-Authenticate challenge (so OAuth-capable clients start their flow) instead of the contract's default tool-result refusal. Default false.","type":"boolean"},"issuers":{"description":"Trusted issuers of JWT access tokens. A token whose unverified `iss` names none of them is refused before any network or database work.","type":"array","maxItems":32,"items":{"$ref":"#/$defs/tokenIssuer"}}},"additionalProperties":false},"log_level":{"description":"Operational log level (INTERLOCK_LOG_LEVEL). Default info.","type":"string","enum":["fatal","error","warn","info","debug","trace","silent"]},"key_pepper":{"description":"Secret HMAC key for API-key hashes, at least 32 characters (INTERLOCK_KEY_PEPPER; prefer the variable or a secret store to a file). Default: generated once and kept in the control database. Changing it invalidates every key, so the gateway refuses to start with a pepper that differs from the one on record.","type":"string","minLength":32,"maxLength":1024}},"additionalProperties":false,"$defs":{"tokenIssuer":{"title":"TokenIssuer","description":"One trusted OAuth 2.1 / OpenID Connect issuer (issue 26 item 1) and how its tokens map to identities (item 2).","type":"object","properties":{"issuer":{"description":"The issuer identifier, compared exactly with the token's `iss` (and with the discovery document's `issuer`).","type":"string","pattern":"^https?://","maxLength":2048},"jwks_uri":{"description":"The issuer's JWKS URL. Absent: discovered from <issuer>/.well-known/openid-configuration.","type":"string","pattern":"^https?://","maxLength":2048},"audience":{"description":"Expected `aud` (one of the token's audiences must equal it). Default: auth.resource.","type":"string","minLength":1,"maxLength":2048},"algorithms":{"description":"Allowed JWS algorithms, asymmetric only (`none` and HMAC are never accepted). Default [RS256, ES256].","type":"array","minItems":1,"uniqueItems":true,"items":{"type":"string","enum":["RS256","RS384","RS512","PS256","PS384","PS512","ES256","ES384","ES512","EdDSA"]}},"required_scopes":{"description":"Scopes the token's `scope` (or `scp`) claim must all carry; a token missing one is refused 403 insufficient_scope. Default none.","type":"array","items":{"type":"string","minLength":1,"maxLength":256},"maxItems":64,"uniqueItems":true},"jwks_cooldown_seconds":{"description":"Least interval between two fetches of the issuer's JWKS, in seconds: a token with an unknown `kid` (a rotated key) refetches at most this often. Default 30.","type":"integer","minimum":1,"maximum":3600},"clock_skew_seconds":{"description":"Tolerance for exp, nbf and iat, in seconds. Default 60.","type":"integer","minimum":0,"maximum":600},"identity_claim":{"description":"The claim that names the identity (e.g. sub, email, preferred_username); lower-cased, it must be a valid identity name. Default sub.","type":"string","minLength":1,"maxLength":128},"unknown_subjects":{"description":"A subject with no identity yet: refuse (invalid_token) or provision an identity named by identity_claim. Default refuse.","type":"string","enum":["refuse","provision"]},"role_grants":{"description":"Claim values that grant source roles: every rule whose claim carries the value (equal, or an element of an array claim) grants role on source to the token's identity; such grants follow the claims on each sign-in.","type":"array","maxItems":256,"items":{"$ref":"#/$defs/claimRoleGrant"}},"attribute_claims":{"description":"Claims copied into the identity's attributes for policies and row rules. Default [email, groups, roles].","type":"array","items":{"type":"string","minLength":1,"maxLength":128},"maxItems":32,"uniqueItems":true}},"required":["issuer"],"additionalProperties":false},"claimRoleGrant":{"title":"ClaimRoleGrant","description":"A claim value that grants a source role on a source.","type":"object","properties":{"claim":{"description":"Claim name, e.g. groups.","type":"string","minLength":1,"maxLength":128},"value":{"description":"Claim value that grants the role.","type":"string","minLength":1,"maxLength":256},"role":{"description":"Source role name.","type":"string","minLength":1,"maxLength":128},"source":{"description":"Source id.","type":"string","minLength":1,"maxLength":128}},"required":["claim","value","role","source"],"additionalProperties":false},"rateLimit":{"title":"RateLimit","description":"A number of calls per window. Either field may be given alone: the other keeps its default (or the value a lower layer set: defaults, then the file, then the environment, then the command line).","type":"object","properties":{"points":{"description":"Calls allowed per window.","type":"integer","minimum":1,"maximum":1000000},"window_seconds":{"description":"Window length in seconds.","type":"integer","minimum":1,"maximum":86400}},"additionalProperties":false}}};
+const schema73 = {"title":"RateLimit","description":"A number of calls per window. Either field may be given alone: the other keeps its default (or the value a lower layer set: defaults, then the file, then the environment, then the command line).","type":"object","properties":{"points":{"description":"Calls allowed per window.","type":"integer","minimum":1,"maximum":1000000},"window_seconds":{"description":"Window length in seconds.","type":"integer","minimum":1,"maximum":86400}},"additionalProperties":false};
 const pattern18 = new RegExp("^postgres(ql)?://", "u");
 const pattern20 = new RegExp("^https?://[^/\\s]+$", "u");
 const pattern21 = new RegExp("^https?://[^\\s]+$", "u");
@@ -11365,8 +11365,9 @@ errors++;
 if(data23.per_identity !== undefined){
 let data24 = data23.per_identity;
 if(data24 && typeof data24 == "object" && !Array.isArray(data24)){
-if(data24.points === undefined){
-const err66 = {instancePath:instancePath+"/rate_limits/per_identity",schemaPath:"#/$defs/rateLimit/required",keyword:"required",params:{missingProperty: "points"},message:"must have required property '"+"points"+"'"};
+for(const key6 in data24){
+if(!((key6 === "points") || (key6 === "window_seconds"))){
+const err66 = {instancePath:instancePath+"/rate_limits/per_identity",schemaPath:"#/$defs/rateLimit/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key6},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err66];
 }
@@ -11375,8 +11376,11 @@ vErrors.push(err66);
 }
 errors++;
 }
-if(data24.window_seconds === undefined){
-const err67 = {instancePath:instancePath+"/rate_limits/per_identity",schemaPath:"#/$defs/rateLimit/required",keyword:"required",params:{missingProperty: "window_seconds"},message:"must have required property '"+"window_seconds"+"'"};
+}
+if(data24.points !== undefined){
+let data25 = data24.points;
+if(!(((typeof data25 == "number") && (!(data25 % 1) && !isNaN(data25))) && (isFinite(data25)))){
+const err67 = {instancePath:instancePath+"/rate_limits/per_identity/points",schemaPath:"#/$defs/rateLimit/properties/points/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err67];
 }
@@ -11385,9 +11389,9 @@ vErrors.push(err67);
 }
 errors++;
 }
-for(const key6 in data24){
-if(!((key6 === "points") || (key6 === "window_seconds"))){
-const err68 = {instancePath:instancePath+"/rate_limits/per_identity",schemaPath:"#/$defs/rateLimit/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key6},message:"must NOT have additional properties"};
+if((typeof data25 == "number") && (isFinite(data25))){
+if(data25 > 1000000 || isNaN(data25)){
+const err68 = {instancePath:instancePath+"/rate_limits/per_identity/points",schemaPath:"#/$defs/rateLimit/properties/points/maximum",keyword:"maximum",params:{comparison: "<=", limit: 1000000},message:"must be <= 1000000"};
 if(vErrors === null){
 vErrors = [err68];
 }
@@ -11396,11 +11400,8 @@ vErrors.push(err68);
 }
 errors++;
 }
-}
-if(data24.points !== undefined){
-let data25 = data24.points;
-if(!(((typeof data25 == "number") && (!(data25 % 1) && !isNaN(data25))) && (isFinite(data25)))){
-const err69 = {instancePath:instancePath+"/rate_limits/per_identity/points",schemaPath:"#/$defs/rateLimit/properties/points/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if(data25 < 1 || isNaN(data25)){
+const err69 = {instancePath:instancePath+"/rate_limits/per_identity/points",schemaPath:"#/$defs/rateLimit/properties/points/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
 if(vErrors === null){
 vErrors = [err69];
 }
@@ -11409,9 +11410,12 @@ vErrors.push(err69);
 }
 errors++;
 }
-if((typeof data25 == "number") && (isFinite(data25))){
-if(data25 > 1000000 || isNaN(data25)){
-const err70 = {instancePath:instancePath+"/rate_limits/per_identity/points",schemaPath:"#/$defs/rateLimit/properties/points/maximum",keyword:"maximum",params:{comparison: "<=", limit: 1000000},message:"must be <= 1000000"};
+}
+}
+if(data24.window_seconds !== undefined){
+let data26 = data24.window_seconds;
+if(!(((typeof data26 == "number") && (!(data26 % 1) && !isNaN(data26))) && (isFinite(data26)))){
+const err70 = {instancePath:instancePath+"/rate_limits/per_identity/window_seconds",schemaPath:"#/$defs/rateLimit/properties/window_seconds/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err70];
 }
@@ -11420,8 +11424,9 @@ vErrors.push(err70);
 }
 errors++;
 }
-if(data25 < 1 || isNaN(data25)){
-const err71 = {instancePath:instancePath+"/rate_limits/per_identity/points",schemaPath:"#/$defs/rateLimit/properties/points/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+if((typeof data26 == "number") && (isFinite(data26))){
+if(data26 > 86400 || isNaN(data26)){
+const err71 = {instancePath:instancePath+"/rate_limits/per_identity/window_seconds",schemaPath:"#/$defs/rateLimit/properties/window_seconds/maximum",keyword:"maximum",params:{comparison: "<=", limit: 86400},message:"must be <= 86400"};
 if(vErrors === null){
 vErrors = [err71];
 }
@@ -11430,12 +11435,8 @@ vErrors.push(err71);
 }
 errors++;
 }
-}
-}
-if(data24.window_seconds !== undefined){
-let data26 = data24.window_seconds;
-if(!(((typeof data26 == "number") && (!(data26 % 1) && !isNaN(data26))) && (isFinite(data26)))){
-const err72 = {instancePath:instancePath+"/rate_limits/per_identity/window_seconds",schemaPath:"#/$defs/rateLimit/properties/window_seconds/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if(data26 < 1 || isNaN(data26)){
+const err72 = {instancePath:instancePath+"/rate_limits/per_identity/window_seconds",schemaPath:"#/$defs/rateLimit/properties/window_seconds/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
 if(vErrors === null){
 vErrors = [err72];
 }
@@ -11444,9 +11445,11 @@ vErrors.push(err72);
 }
 errors++;
 }
-if((typeof data26 == "number") && (isFinite(data26))){
-if(data26 > 86400 || isNaN(data26)){
-const err73 = {instancePath:instancePath+"/rate_limits/per_identity/window_seconds",schemaPath:"#/$defs/rateLimit/properties/window_seconds/maximum",keyword:"maximum",params:{comparison: "<=", limit: 86400},message:"must be <= 86400"};
+}
+}
+}
+else {
+const err73 = {instancePath:instancePath+"/rate_limits/per_identity",schemaPath:"#/$defs/rateLimit/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err73];
 }
@@ -11455,8 +11458,13 @@ vErrors.push(err73);
 }
 errors++;
 }
-if(data26 < 1 || isNaN(data26)){
-const err74 = {instancePath:instancePath+"/rate_limits/per_identity/window_seconds",schemaPath:"#/$defs/rateLimit/properties/window_seconds/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+}
+if(data23.per_source !== undefined){
+let data27 = data23.per_source;
+if(data27 && typeof data27 == "object" && !Array.isArray(data27)){
+for(const key7 in data27){
+if(!((key7 === "points") || (key7 === "window_seconds"))){
+const err74 = {instancePath:instancePath+"/rate_limits/per_source",schemaPath:"#/$defs/rateLimit/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key7},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err74];
 }
@@ -11466,10 +11474,10 @@ vErrors.push(err74);
 errors++;
 }
 }
-}
-}
-else {
-const err75 = {instancePath:instancePath+"/rate_limits/per_identity",schemaPath:"#/$defs/rateLimit/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(data27.points !== undefined){
+let data28 = data27.points;
+if(!(((typeof data28 == "number") && (!(data28 % 1) && !isNaN(data28))) && (isFinite(data28)))){
+const err75 = {instancePath:instancePath+"/rate_limits/per_source/points",schemaPath:"#/$defs/rateLimit/properties/points/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err75];
 }
@@ -11478,12 +11486,9 @@ vErrors.push(err75);
 }
 errors++;
 }
-}
-if(data23.per_source !== undefined){
-let data27 = data23.per_source;
-if(data27 && typeof data27 == "object" && !Array.isArray(data27)){
-if(data27.points === undefined){
-const err76 = {instancePath:instancePath+"/rate_limits/per_source",schemaPath:"#/$defs/rateLimit/required",keyword:"required",params:{missingProperty: "points"},message:"must have required property '"+"points"+"'"};
+if((typeof data28 == "number") && (isFinite(data28))){
+if(data28 > 1000000 || isNaN(data28)){
+const err76 = {instancePath:instancePath+"/rate_limits/per_source/points",schemaPath:"#/$defs/rateLimit/properties/points/maximum",keyword:"maximum",params:{comparison: "<=", limit: 1000000},message:"must be <= 1000000"};
 if(vErrors === null){
 vErrors = [err76];
 }
@@ -11492,8 +11497,8 @@ vErrors.push(err76);
 }
 errors++;
 }
-if(data27.window_seconds === undefined){
-const err77 = {instancePath:instancePath+"/rate_limits/per_source",schemaPath:"#/$defs/rateLimit/required",keyword:"required",params:{missingProperty: "window_seconds"},message:"must have required property '"+"window_seconds"+"'"};
+if(data28 < 1 || isNaN(data28)){
+const err77 = {instancePath:instancePath+"/rate_limits/per_source/points",schemaPath:"#/$defs/rateLimit/properties/points/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
 if(vErrors === null){
 vErrors = [err77];
 }
@@ -11502,9 +11507,12 @@ vErrors.push(err77);
 }
 errors++;
 }
-for(const key7 in data27){
-if(!((key7 === "points") || (key7 === "window_seconds"))){
-const err78 = {instancePath:instancePath+"/rate_limits/per_source",schemaPath:"#/$defs/rateLimit/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key7},message:"must NOT have additional properties"};
+}
+}
+if(data27.window_seconds !== undefined){
+let data29 = data27.window_seconds;
+if(!(((typeof data29 == "number") && (!(data29 % 1) && !isNaN(data29))) && (isFinite(data29)))){
+const err78 = {instancePath:instancePath+"/rate_limits/per_source/window_seconds",schemaPath:"#/$defs/rateLimit/properties/window_seconds/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err78];
 }
@@ -11513,11 +11521,9 @@ vErrors.push(err78);
 }
 errors++;
 }
-}
-if(data27.points !== undefined){
-let data28 = data27.points;
-if(!(((typeof data28 == "number") && (!(data28 % 1) && !isNaN(data28))) && (isFinite(data28)))){
-const err79 = {instancePath:instancePath+"/rate_limits/per_source/points",schemaPath:"#/$defs/rateLimit/properties/points/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if((typeof data29 == "number") && (isFinite(data29))){
+if(data29 > 86400 || isNaN(data29)){
+const err79 = {instancePath:instancePath+"/rate_limits/per_source/window_seconds",schemaPath:"#/$defs/rateLimit/properties/window_seconds/maximum",keyword:"maximum",params:{comparison: "<=", limit: 86400},message:"must be <= 86400"};
 if(vErrors === null){
 vErrors = [err79];
 }
@@ -11526,9 +11532,8 @@ vErrors.push(err79);
 }
 errors++;
 }
-if((typeof data28 == "number") && (isFinite(data28))){
-if(data28 > 1000000 || isNaN(data28)){
-const err80 = {instancePath:instancePath+"/rate_limits/per_source/points",schemaPath:"#/$defs/rateLimit/properties/points/maximum",keyword:"maximum",params:{comparison: "<=", limit: 1000000},message:"must be <= 1000000"};
+if(data29 < 1 || isNaN(data29)){
+const err80 = {instancePath:instancePath+"/rate_limits/per_source/window_seconds",schemaPath:"#/$defs/rateLimit/properties/window_seconds/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
 if(vErrors === null){
 vErrors = [err80];
 }
@@ -11537,8 +11542,11 @@ vErrors.push(err80);
 }
 errors++;
 }
-if(data28 < 1 || isNaN(data28)){
-const err81 = {instancePath:instancePath+"/rate_limits/per_source/points",schemaPath:"#/$defs/rateLimit/properties/points/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+}
+}
+}
+else {
+const err81 = {instancePath:instancePath+"/rate_limits/per_source",schemaPath:"#/$defs/rateLimit/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err81];
 }
@@ -11549,61 +11557,13 @@ errors++;
 }
 }
 }
-if(data27.window_seconds !== undefined){
-let data29 = data27.window_seconds;
-if(!(((typeof data29 == "number") && (!(data29 % 1) && !isNaN(data29))) && (isFinite(data29)))){
-const err82 = {instancePath:instancePath+"/rate_limits/per_source/window_seconds",schemaPath:"#/$defs/rateLimit/properties/window_seconds/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+else {
+const err82 = {instancePath:instancePath+"/rate_limits",schemaPath:"#/properties/rate_limits/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err82];
 }
 else {
 vErrors.push(err82);
-}
-errors++;
-}
-if((typeof data29 == "number") && (isFinite(data29))){
-if(data29 > 86400 || isNaN(data29)){
-const err83 = {instancePath:instancePath+"/rate_limits/per_source/window_seconds",schemaPath:"#/$defs/rateLimit/properties/window_seconds/maximum",keyword:"maximum",params:{comparison: "<=", limit: 86400},message:"must be <= 86400"};
-if(vErrors === null){
-vErrors = [err83];
-}
-else {
-vErrors.push(err83);
-}
-errors++;
-}
-if(data29 < 1 || isNaN(data29)){
-const err84 = {instancePath:instancePath+"/rate_limits/per_source/window_seconds",schemaPath:"#/$defs/rateLimit/properties/window_seconds/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
-if(vErrors === null){
-vErrors = [err84];
-}
-else {
-vErrors.push(err84);
-}
-errors++;
-}
-}
-}
-}
-else {
-const err85 = {instancePath:instancePath+"/rate_limits/per_source",schemaPath:"#/$defs/rateLimit/type",keyword:"type",params:{type: "object"},message:"must be object"};
-if(vErrors === null){
-vErrors = [err85];
-}
-else {
-vErrors.push(err85);
-}
-errors++;
-}
-}
-}
-else {
-const err86 = {instancePath:instancePath+"/rate_limits",schemaPath:"#/properties/rate_limits/type",keyword:"type",params:{type: "object"},message:"must be object"};
-if(vErrors === null){
-vErrors = [err86];
-}
-else {
-vErrors.push(err86);
 }
 errors++;
 }
@@ -11613,12 +11573,12 @@ let data30 = data.approvals;
 if(data30 && typeof data30 == "object" && !Array.isArray(data30)){
 for(const key8 in data30){
 if(!(((((key8 === "ttl_seconds") || (key8 === "max_pending_per_identity")) || (key8 === "max_pending_per_source")) || (key8 === "sweep_interval_ms")) || (key8 === "sweep_batch"))){
-const err87 = {instancePath:instancePath+"/approvals",schemaPath:"#/properties/approvals/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key8},message:"must NOT have additional properties"};
+const err83 = {instancePath:instancePath+"/approvals",schemaPath:"#/properties/approvals/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key8},message:"must NOT have additional properties"};
 if(vErrors === null){
-vErrors = [err87];
+vErrors = [err83];
 }
 else {
-vErrors.push(err87);
+vErrors.push(err83);
 }
 errors++;
 }
@@ -11626,33 +11586,33 @@ errors++;
 if(data30.ttl_seconds !== undefined){
 let data31 = data30.ttl_seconds;
 if(!(((typeof data31 == "number") && (!(data31 % 1) && !isNaN(data31))) && (isFinite(data31)))){
-const err88 = {instancePath:instancePath+"/approvals/ttl_seconds",schemaPath:"#/properties/approvals/properties/ttl_seconds/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+const err84 = {instancePath:instancePath+"/approvals/ttl_seconds",schemaPath:"#/properties/approvals/properties/ttl_seconds/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
-vErrors = [err88];
+vErrors = [err84];
 }
 else {
-vErrors.push(err88);
+vErrors.push(err84);
 }
 errors++;
 }
 if((typeof data31 == "number") && (isFinite(data31))){
 if(data31 > 2592000 || isNaN(data31)){
-const err89 = {instancePath:instancePath+"/approvals/ttl_seconds",schemaPath:"#/properties/approvals/properties/ttl_seconds/maximum",keyword:"maximum",params:{comparison: "<=", limit: 2592000},message:"must be <= 2592000"};
+const err85 = {instancePath:instancePath+"/approvals/ttl_seconds",schemaPath:"#/properties/approvals/properties/ttl_seconds/maximum",keyword:"maximum",params:{comparison: "<=", limit: 2592000},message:"must be <= 2592000"};
 if(vErrors === null){
-vErrors = [err89];
+vErrors = [err85];
 }
 else {
-vErrors.push(err89);
+vErrors.push(err85);
 }
 errors++;
 }
 if(data31 < 60 || isNaN(data31)){
-const err90 = {instancePath:instancePath+"/approvals/ttl_seconds",schemaPath:"#/properties/approvals/properties/ttl_seconds/minimum",keyword:"minimum",params:{comparison: ">=", limit: 60},message:"must be >= 60"};
+const err86 = {instancePath:instancePath+"/approvals/ttl_seconds",schemaPath:"#/properties/approvals/properties/ttl_seconds/minimum",keyword:"minimum",params:{comparison: ">=", limit: 60},message:"must be >= 60"};
 if(vErrors === null){
-vErrors = [err90];
+vErrors = [err86];
 }
 else {
-vErrors.push(err90);
+vErrors.push(err86);
 }
 errors++;
 }
@@ -11661,33 +11621,33 @@ errors++;
 if(data30.max_pending_per_identity !== undefined){
 let data32 = data30.max_pending_per_identity;
 if(!(((typeof data32 == "number") && (!(data32 % 1) && !isNaN(data32))) && (isFinite(data32)))){
-const err91 = {instancePath:instancePath+"/approvals/max_pending_per_identity",schemaPath:"#/properties/approvals/properties/max_pending_per_identity/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+const err87 = {instancePath:instancePath+"/approvals/max_pending_per_identity",schemaPath:"#/properties/approvals/properties/max_pending_per_identity/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
-vErrors = [err91];
+vErrors = [err87];
 }
 else {
-vErrors.push(err91);
+vErrors.push(err87);
 }
 errors++;
 }
 if((typeof data32 == "number") && (isFinite(data32))){
 if(data32 > 100000 || isNaN(data32)){
-const err92 = {instancePath:instancePath+"/approvals/max_pending_per_identity",schemaPath:"#/properties/approvals/properties/max_pending_per_identity/maximum",keyword:"maximum",params:{comparison: "<=", limit: 100000},message:"must be <= 100000"};
+const err88 = {instancePath:instancePath+"/approvals/max_pending_per_identity",schemaPath:"#/properties/approvals/properties/max_pending_per_identity/maximum",keyword:"maximum",params:{comparison: "<=", limit: 100000},message:"must be <= 100000"};
 if(vErrors === null){
-vErrors = [err92];
+vErrors = [err88];
 }
 else {
-vErrors.push(err92);
+vErrors.push(err88);
 }
 errors++;
 }
 if(data32 < 1 || isNaN(data32)){
-const err93 = {instancePath:instancePath+"/approvals/max_pending_per_identity",schemaPath:"#/properties/approvals/properties/max_pending_per_identity/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+const err89 = {instancePath:instancePath+"/approvals/max_pending_per_identity",schemaPath:"#/properties/approvals/properties/max_pending_per_identity/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
 if(vErrors === null){
-vErrors = [err93];
+vErrors = [err89];
 }
 else {
-vErrors.push(err93);
+vErrors.push(err89);
 }
 errors++;
 }
@@ -11696,33 +11656,33 @@ errors++;
 if(data30.max_pending_per_source !== undefined){
 let data33 = data30.max_pending_per_source;
 if(!(((typeof data33 == "number") && (!(data33 % 1) && !isNaN(data33))) && (isFinite(data33)))){
-const err94 = {instancePath:instancePath+"/approvals/max_pending_per_source",schemaPath:"#/properties/approvals/properties/max_pending_per_source/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+const err90 = {instancePath:instancePath+"/approvals/max_pending_per_source",schemaPath:"#/properties/approvals/properties/max_pending_per_source/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
-vErrors = [err94];
+vErrors = [err90];
 }
 else {
-vErrors.push(err94);
+vErrors.push(err90);
 }
 errors++;
 }
 if((typeof data33 == "number") && (isFinite(data33))){
 if(data33 > 1000000 || isNaN(data33)){
-const err95 = {instancePath:instancePath+"/approvals/max_pending_per_source",schemaPath:"#/properties/approvals/properties/max_pending_per_source/maximum",keyword:"maximum",params:{comparison: "<=", limit: 1000000},message:"must be <= 1000000"};
+const err91 = {instancePath:instancePath+"/approvals/max_pending_per_source",schemaPath:"#/properties/approvals/properties/max_pending_per_source/maximum",keyword:"maximum",params:{comparison: "<=", limit: 1000000},message:"must be <= 1000000"};
 if(vErrors === null){
-vErrors = [err95];
+vErrors = [err91];
 }
 else {
-vErrors.push(err95);
+vErrors.push(err91);
 }
 errors++;
 }
 if(data33 < 1 || isNaN(data33)){
-const err96 = {instancePath:instancePath+"/approvals/max_pending_per_source",schemaPath:"#/properties/approvals/properties/max_pending_per_source/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+const err92 = {instancePath:instancePath+"/approvals/max_pending_per_source",schemaPath:"#/properties/approvals/properties/max_pending_per_source/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
 if(vErrors === null){
-vErrors = [err96];
+vErrors = [err92];
 }
 else {
-vErrors.push(err96);
+vErrors.push(err92);
 }
 errors++;
 }
@@ -11731,7 +11691,53 @@ errors++;
 if(data30.sweep_interval_ms !== undefined){
 let data34 = data30.sweep_interval_ms;
 if(!(((typeof data34 == "number") && (!(data34 % 1) && !isNaN(data34))) && (isFinite(data34)))){
-const err97 = {instancePath:instancePath+"/approvals/sweep_interval_ms",schemaPath:"#/properties/approvals/properties/sweep_interval_ms/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+const err93 = {instancePath:instancePath+"/approvals/sweep_interval_ms",schemaPath:"#/properties/approvals/properties/sweep_interval_ms/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if(vErrors === null){
+vErrors = [err93];
+}
+else {
+vErrors.push(err93);
+}
+errors++;
+}
+if((typeof data34 == "number") && (isFinite(data34))){
+if(data34 > 3600000 || isNaN(data34)){
+const err94 = {instancePath:instancePath+"/approvals/sweep_interval_ms",schemaPath:"#/properties/approvals/properties/sweep_interval_ms/maximum",keyword:"maximum",params:{comparison: "<=", limit: 3600000},message:"must be <= 3600000"};
+if(vErrors === null){
+vErrors = [err94];
+}
+else {
+vErrors.push(err94);
+}
+errors++;
+}
+if(data34 < 100 || isNaN(data34)){
+const err95 = {instancePath:instancePath+"/approvals/sweep_interval_ms",schemaPath:"#/properties/approvals/properties/sweep_interval_ms/minimum",keyword:"minimum",params:{comparison: ">=", limit: 100},message:"must be >= 100"};
+if(vErrors === null){
+vErrors = [err95];
+}
+else {
+vErrors.push(err95);
+}
+errors++;
+}
+}
+}
+if(data30.sweep_batch !== undefined){
+let data35 = data30.sweep_batch;
+if(!(((typeof data35 == "number") && (!(data35 % 1) && !isNaN(data35))) && (isFinite(data35)))){
+const err96 = {instancePath:instancePath+"/approvals/sweep_batch",schemaPath:"#/properties/approvals/properties/sweep_batch/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if(vErrors === null){
+vErrors = [err96];
+}
+else {
+vErrors.push(err96);
+}
+errors++;
+}
+if((typeof data35 == "number") && (isFinite(data35))){
+if(data35 > 10000 || isNaN(data35)){
+const err97 = {instancePath:instancePath+"/approvals/sweep_batch",schemaPath:"#/properties/approvals/properties/sweep_batch/maximum",keyword:"maximum",params:{comparison: "<=", limit: 10000},message:"must be <= 10000"};
 if(vErrors === null){
 vErrors = [err97];
 }
@@ -11740,9 +11746,8 @@ vErrors.push(err97);
 }
 errors++;
 }
-if((typeof data34 == "number") && (isFinite(data34))){
-if(data34 > 3600000 || isNaN(data34)){
-const err98 = {instancePath:instancePath+"/approvals/sweep_interval_ms",schemaPath:"#/properties/approvals/properties/sweep_interval_ms/maximum",keyword:"maximum",params:{comparison: "<=", limit: 3600000},message:"must be <= 3600000"};
+if(data35 < 1 || isNaN(data35)){
+const err98 = {instancePath:instancePath+"/approvals/sweep_batch",schemaPath:"#/properties/approvals/properties/sweep_batch/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
 if(vErrors === null){
 vErrors = [err98];
 }
@@ -11751,8 +11756,11 @@ vErrors.push(err98);
 }
 errors++;
 }
-if(data34 < 100 || isNaN(data34)){
-const err99 = {instancePath:instancePath+"/approvals/sweep_interval_ms",schemaPath:"#/properties/approvals/properties/sweep_interval_ms/minimum",keyword:"minimum",params:{comparison: ">=", limit: 100},message:"must be >= 100"};
+}
+}
+}
+else {
+const err99 = {instancePath:instancePath+"/approvals",schemaPath:"#/properties/approvals/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err99];
 }
@@ -11762,11 +11770,12 @@ vErrors.push(err99);
 errors++;
 }
 }
-}
-if(data30.sweep_batch !== undefined){
-let data35 = data30.sweep_batch;
-if(!(((typeof data35 == "number") && (!(data35 % 1) && !isNaN(data35))) && (isFinite(data35)))){
-const err100 = {instancePath:instancePath+"/approvals/sweep_batch",schemaPath:"#/properties/approvals/properties/sweep_batch/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if(data.audit !== undefined){
+let data36 = data.audit;
+if(data36 && typeof data36 == "object" && !Array.isArray(data36)){
+for(const key9 in data36){
+if(!((key9 === "commit_timeout_ms") || (key9 === "retention_min_days"))){
+const err100 = {instancePath:instancePath+"/audit",schemaPath:"#/properties/audit/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key9},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err100];
 }
@@ -11775,9 +11784,11 @@ vErrors.push(err100);
 }
 errors++;
 }
-if((typeof data35 == "number") && (isFinite(data35))){
-if(data35 > 10000 || isNaN(data35)){
-const err101 = {instancePath:instancePath+"/approvals/sweep_batch",schemaPath:"#/properties/approvals/properties/sweep_batch/maximum",keyword:"maximum",params:{comparison: "<=", limit: 10000},message:"must be <= 10000"};
+}
+if(data36.commit_timeout_ms !== undefined){
+let data37 = data36.commit_timeout_ms;
+if(!(((typeof data37 == "number") && (!(data37 % 1) && !isNaN(data37))) && (isFinite(data37)))){
+const err101 = {instancePath:instancePath+"/audit/commit_timeout_ms",schemaPath:"#/properties/audit/properties/commit_timeout_ms/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err101];
 }
@@ -11786,8 +11797,9 @@ vErrors.push(err101);
 }
 errors++;
 }
-if(data35 < 1 || isNaN(data35)){
-const err102 = {instancePath:instancePath+"/approvals/sweep_batch",schemaPath:"#/properties/approvals/properties/sweep_batch/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+if((typeof data37 == "number") && (isFinite(data37))){
+if(data37 > 60000 || isNaN(data37)){
+const err102 = {instancePath:instancePath+"/audit/commit_timeout_ms",schemaPath:"#/properties/audit/properties/commit_timeout_ms/maximum",keyword:"maximum",params:{comparison: "<=", limit: 60000},message:"must be <= 60000"};
 if(vErrors === null){
 vErrors = [err102];
 }
@@ -11796,11 +11808,8 @@ vErrors.push(err102);
 }
 errors++;
 }
-}
-}
-}
-else {
-const err103 = {instancePath:instancePath+"/approvals",schemaPath:"#/properties/approvals/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(data37 < 100 || isNaN(data37)){
+const err103 = {instancePath:instancePath+"/audit/commit_timeout_ms",schemaPath:"#/properties/audit/properties/commit_timeout_ms/minimum",keyword:"minimum",params:{comparison: ">=", limit: 100},message:"must be >= 100"};
 if(vErrors === null){
 vErrors = [err103];
 }
@@ -11810,12 +11819,11 @@ vErrors.push(err103);
 errors++;
 }
 }
-if(data.audit !== undefined){
-let data36 = data.audit;
-if(data36 && typeof data36 == "object" && !Array.isArray(data36)){
-for(const key9 in data36){
-if(!((key9 === "commit_timeout_ms") || (key9 === "retention_min_days"))){
-const err104 = {instancePath:instancePath+"/audit",schemaPath:"#/properties/audit/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key9},message:"must NOT have additional properties"};
+}
+if(data36.retention_min_days !== undefined){
+let data38 = data36.retention_min_days;
+if(!(((typeof data38 == "number") && (!(data38 % 1) && !isNaN(data38))) && (isFinite(data38)))){
+const err104 = {instancePath:instancePath+"/audit/retention_min_days",schemaPath:"#/properties/audit/properties/retention_min_days/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err104];
 }
@@ -11824,11 +11832,9 @@ vErrors.push(err104);
 }
 errors++;
 }
-}
-if(data36.commit_timeout_ms !== undefined){
-let data37 = data36.commit_timeout_ms;
-if(!(((typeof data37 == "number") && (!(data37 % 1) && !isNaN(data37))) && (isFinite(data37)))){
-const err105 = {instancePath:instancePath+"/audit/commit_timeout_ms",schemaPath:"#/properties/audit/properties/commit_timeout_ms/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if((typeof data38 == "number") && (isFinite(data38))){
+if(data38 > 36500 || isNaN(data38)){
+const err105 = {instancePath:instancePath+"/audit/retention_min_days",schemaPath:"#/properties/audit/properties/retention_min_days/maximum",keyword:"maximum",params:{comparison: "<=", limit: 36500},message:"must be <= 36500"};
 if(vErrors === null){
 vErrors = [err105];
 }
@@ -11837,9 +11843,8 @@ vErrors.push(err105);
 }
 errors++;
 }
-if((typeof data37 == "number") && (isFinite(data37))){
-if(data37 > 60000 || isNaN(data37)){
-const err106 = {instancePath:instancePath+"/audit/commit_timeout_ms",schemaPath:"#/properties/audit/properties/commit_timeout_ms/maximum",keyword:"maximum",params:{comparison: "<=", limit: 60000},message:"must be <= 60000"};
+if(data38 < 0 || isNaN(data38)){
+const err106 = {instancePath:instancePath+"/audit/retention_min_days",schemaPath:"#/properties/audit/properties/retention_min_days/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
 if(vErrors === null){
 vErrors = [err106];
 }
@@ -11848,8 +11853,11 @@ vErrors.push(err106);
 }
 errors++;
 }
-if(data37 < 100 || isNaN(data37)){
-const err107 = {instancePath:instancePath+"/audit/commit_timeout_ms",schemaPath:"#/properties/audit/properties/commit_timeout_ms/minimum",keyword:"minimum",params:{comparison: ">=", limit: 100},message:"must be >= 100"};
+}
+}
+}
+else {
+const err107 = {instancePath:instancePath+"/audit",schemaPath:"#/properties/audit/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err107];
 }
@@ -11859,11 +11867,12 @@ vErrors.push(err107);
 errors++;
 }
 }
-}
-if(data36.retention_min_days !== undefined){
-let data38 = data36.retention_min_days;
-if(!(((typeof data38 == "number") && (!(data38 % 1) && !isNaN(data38))) && (isFinite(data38)))){
-const err108 = {instancePath:instancePath+"/audit/retention_min_days",schemaPath:"#/properties/audit/properties/retention_min_days/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if(data.notifications !== undefined){
+let data39 = data.notifications;
+if(data39 && typeof data39 == "object" && !Array.isArray(data39)){
+for(const key10 in data39){
+if(!((key10 === "webhooks") || (key10 === "coalesce_queued_at"))){
+const err108 = {instancePath:instancePath+"/notifications",schemaPath:"#/properties/notifications/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key10},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err108];
 }
@@ -11872,9 +11881,12 @@ vErrors.push(err108);
 }
 errors++;
 }
-if((typeof data38 == "number") && (isFinite(data38))){
-if(data38 > 36500 || isNaN(data38)){
-const err109 = {instancePath:instancePath+"/audit/retention_min_days",schemaPath:"#/properties/audit/properties/retention_min_days/maximum",keyword:"maximum",params:{comparison: "<=", limit: 36500},message:"must be <= 36500"};
+}
+if(data39.webhooks !== undefined){
+let data40 = data39.webhooks;
+if(Array.isArray(data40)){
+if(data40.length > 20){
+const err109 = {instancePath:instancePath+"/notifications/webhooks",schemaPath:"#/properties/notifications/properties/webhooks/maxItems",keyword:"maxItems",params:{limit: 20},message:"must NOT have more than 20 items"};
 if(vErrors === null){
 vErrors = [err109];
 }
@@ -11883,8 +11895,12 @@ vErrors.push(err109);
 }
 errors++;
 }
-if(data38 < 0 || isNaN(data38)){
-const err110 = {instancePath:instancePath+"/audit/retention_min_days",schemaPath:"#/properties/audit/properties/retention_min_days/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
+const len3 = data40.length;
+for(let i3=0; i3<len3; i3++){
+let data41 = data40[i3];
+if(data41 && typeof data41 == "object" && !Array.isArray(data41)){
+if(data41.url === undefined){
+const err110 = {instancePath:instancePath+"/notifications/webhooks/" + i3,schemaPath:"#/properties/notifications/properties/webhooks/items/required",keyword:"required",params:{missingProperty: "url"},message:"must have required property '"+"url"+"'"};
 if(vErrors === null){
 vErrors = [err110];
 }
@@ -11893,11 +11909,8 @@ vErrors.push(err110);
 }
 errors++;
 }
-}
-}
-}
-else {
-const err111 = {instancePath:instancePath+"/audit",schemaPath:"#/properties/audit/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(data41.events === undefined){
+const err111 = {instancePath:instancePath+"/notifications/webhooks/" + i3,schemaPath:"#/properties/notifications/properties/webhooks/items/required",keyword:"required",params:{missingProperty: "events"},message:"must have required property '"+"events"+"'"};
 if(vErrors === null){
 vErrors = [err111];
 }
@@ -11906,13 +11919,8 @@ vErrors.push(err111);
 }
 errors++;
 }
-}
-if(data.notifications !== undefined){
-let data39 = data.notifications;
-if(data39 && typeof data39 == "object" && !Array.isArray(data39)){
-for(const key10 in data39){
-if(!((key10 === "webhooks") || (key10 === "coalesce_queued_at"))){
-const err112 = {instancePath:instancePath+"/notifications",schemaPath:"#/properties/notifications/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key10},message:"must NOT have additional properties"};
+if(data41.secret_env === undefined){
+const err112 = {instancePath:instancePath+"/notifications/webhooks/" + i3,schemaPath:"#/properties/notifications/properties/webhooks/items/required",keyword:"required",params:{missingProperty: "secret_env"},message:"must have required property '"+"secret_env"+"'"};
 if(vErrors === null){
 vErrors = [err112];
 }
@@ -11921,12 +11929,9 @@ vErrors.push(err112);
 }
 errors++;
 }
-}
-if(data39.webhooks !== undefined){
-let data40 = data39.webhooks;
-if(Array.isArray(data40)){
-if(data40.length > 20){
-const err113 = {instancePath:instancePath+"/notifications/webhooks",schemaPath:"#/properties/notifications/properties/webhooks/maxItems",keyword:"maxItems",params:{limit: 20},message:"must NOT have more than 20 items"};
+for(const key11 in data41){
+if(!(((key11 === "url") || (key11 === "events")) || (key11 === "secret_env"))){
+const err113 = {instancePath:instancePath+"/notifications/webhooks/" + i3,schemaPath:"#/properties/notifications/properties/webhooks/items/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key11},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err113];
 }
@@ -11935,12 +11940,12 @@ vErrors.push(err113);
 }
 errors++;
 }
-const len3 = data40.length;
-for(let i3=0; i3<len3; i3++){
-let data41 = data40[i3];
-if(data41 && typeof data41 == "object" && !Array.isArray(data41)){
-if(data41.url === undefined){
-const err114 = {instancePath:instancePath+"/notifications/webhooks/" + i3,schemaPath:"#/properties/notifications/properties/webhooks/items/required",keyword:"required",params:{missingProperty: "url"},message:"must have required property '"+"url"+"'"};
+}
+if(data41.url !== undefined){
+let data42 = data41.url;
+if(typeof data42 === "string"){
+if(!pattern21.test(data42)){
+const err114 = {instancePath:instancePath+"/notifications/webhooks/" + i3+"/url",schemaPath:"#/properties/notifications/properties/webhooks/items/properties/url/pattern",keyword:"pattern",params:{pattern: "^https?://[^\\s]+$"},message:"must match pattern \""+"^https?://[^\\s]+$"+"\""};
 if(vErrors === null){
 vErrors = [err114];
 }
@@ -11949,8 +11954,9 @@ vErrors.push(err114);
 }
 errors++;
 }
-if(data41.events === undefined){
-const err115 = {instancePath:instancePath+"/notifications/webhooks/" + i3,schemaPath:"#/properties/notifications/properties/webhooks/items/required",keyword:"required",params:{missingProperty: "events"},message:"must have required property '"+"events"+"'"};
+}
+else {
+const err115 = {instancePath:instancePath+"/notifications/webhooks/" + i3+"/url",schemaPath:"#/properties/notifications/properties/webhooks/items/properties/url/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err115];
 }
@@ -11959,8 +11965,12 @@ vErrors.push(err115);
 }
 errors++;
 }
-if(data41.secret_env === undefined){
-const err116 = {instancePath:instancePath+"/notifications/webhooks/" + i3,schemaPath:"#/properties/notifications/properties/webhooks/items/required",keyword:"required",params:{missingProperty: "secret_env"},message:"must have required property '"+"secret_env"+"'"};
+}
+if(data41.events !== undefined){
+let data43 = data41.events;
+if(Array.isArray(data43)){
+if(data43.length < 1){
+const err116 = {instancePath:instancePath+"/notifications/webhooks/" + i3+"/events",schemaPath:"#/properties/notifications/properties/webhooks/items/properties/events/minItems",keyword:"minItems",params:{limit: 1},message:"must NOT have fewer than 1 items"};
 if(vErrors === null){
 vErrors = [err116];
 }
@@ -11969,9 +11979,11 @@ vErrors.push(err116);
 }
 errors++;
 }
-for(const key11 in data41){
-if(!(((key11 === "url") || (key11 === "events")) || (key11 === "secret_env"))){
-const err117 = {instancePath:instancePath+"/notifications/webhooks/" + i3,schemaPath:"#/properties/notifications/properties/webhooks/items/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key11},message:"must NOT have additional properties"};
+const len4 = data43.length;
+for(let i4=0; i4<len4; i4++){
+let data44 = data43[i4];
+if(typeof data44 !== "string"){
+const err117 = {instancePath:instancePath+"/notifications/webhooks/" + i3+"/events/" + i4,schemaPath:"#/properties/notifications/properties/webhooks/items/properties/events/items/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err117];
 }
@@ -11980,65 +11992,13 @@ vErrors.push(err117);
 }
 errors++;
 }
-}
-if(data41.url !== undefined){
-let data42 = data41.url;
-if(typeof data42 === "string"){
-if(!pattern21.test(data42)){
-const err118 = {instancePath:instancePath+"/notifications/webhooks/" + i3+"/url",schemaPath:"#/properties/notifications/properties/webhooks/items/properties/url/pattern",keyword:"pattern",params:{pattern: "^https?://[^\\s]+$"},message:"must match pattern \""+"^https?://[^\\s]+$"+"\""};
+if(!(((((data44 === "approval.queued") || (data44 === "approval.decided")) || (data44 === "approval.expired")) || (data44 === "approval.executed")) || (data44 === "approval.failed"))){
+const err118 = {instancePath:instancePath+"/notifications/webhooks/" + i3+"/events/" + i4,schemaPath:"#/properties/notifications/properties/webhooks/items/properties/events/items/enum",keyword:"enum",params:{allowedValues: schema72.properties.notifications.properties.webhooks.items.properties.events.items.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err118];
 }
 else {
 vErrors.push(err118);
-}
-errors++;
-}
-}
-else {
-const err119 = {instancePath:instancePath+"/notifications/webhooks/" + i3+"/url",schemaPath:"#/properties/notifications/properties/webhooks/items/properties/url/type",keyword:"type",params:{type: "string"},message:"must be string"};
-if(vErrors === null){
-vErrors = [err119];
-}
-else {
-vErrors.push(err119);
-}
-errors++;
-}
-}
-if(data41.events !== undefined){
-let data43 = data41.events;
-if(Array.isArray(data43)){
-if(data43.length < 1){
-const err120 = {instancePath:instancePath+"/notifications/webhooks/" + i3+"/events",schemaPath:"#/properties/notifications/properties/webhooks/items/properties/events/minItems",keyword:"minItems",params:{limit: 1},message:"must NOT have fewer than 1 items"};
-if(vErrors === null){
-vErrors = [err120];
-}
-else {
-vErrors.push(err120);
-}
-errors++;
-}
-const len4 = data43.length;
-for(let i4=0; i4<len4; i4++){
-let data44 = data43[i4];
-if(typeof data44 !== "string"){
-const err121 = {instancePath:instancePath+"/notifications/webhooks/" + i3+"/events/" + i4,schemaPath:"#/properties/notifications/properties/webhooks/items/properties/events/items/type",keyword:"type",params:{type: "string"},message:"must be string"};
-if(vErrors === null){
-vErrors = [err121];
-}
-else {
-vErrors.push(err121);
-}
-errors++;
-}
-if(!(((((data44 === "approval.queued") || (data44 === "approval.decided")) || (data44 === "approval.expired")) || (data44 === "approval.executed")) || (data44 === "approval.failed"))){
-const err122 = {instancePath:instancePath+"/notifications/webhooks/" + i3+"/events/" + i4,schemaPath:"#/properties/notifications/properties/webhooks/items/properties/events/items/enum",keyword:"enum",params:{allowedValues: schema72.properties.notifications.properties.webhooks.items.properties.events.items.enum},message:"must be equal to one of the allowed values"};
-if(vErrors === null){
-vErrors = [err122];
-}
-else {
-vErrors.push(err122);
 }
 errors++;
 }
@@ -12054,12 +12014,12 @@ continue;
 }
 if(typeof indices0[item0] == "number"){
 j0 = indices0[item0];
-const err123 = {instancePath:instancePath+"/notifications/webhooks/" + i3+"/events",schemaPath:"#/properties/notifications/properties/webhooks/items/properties/events/uniqueItems",keyword:"uniqueItems",params:{i: i5, j: j0},message:"must NOT have duplicate items (items ## "+j0+" and "+i5+" are identical)"};
+const err119 = {instancePath:instancePath+"/notifications/webhooks/" + i3+"/events",schemaPath:"#/properties/notifications/properties/webhooks/items/properties/events/uniqueItems",keyword:"uniqueItems",params:{i: i5, j: j0},message:"must NOT have duplicate items (items ## "+j0+" and "+i5+" are identical)"};
 if(vErrors === null){
-vErrors = [err123];
+vErrors = [err119];
 }
 else {
-vErrors.push(err123);
+vErrors.push(err119);
 }
 errors++;
 break;
@@ -12069,7 +12029,56 @@ indices0[item0] = i5;
 }
 }
 else {
-const err124 = {instancePath:instancePath+"/notifications/webhooks/" + i3+"/events",schemaPath:"#/properties/notifications/properties/webhooks/items/properties/events/type",keyword:"type",params:{type: "array"},message:"must be array"};
+const err120 = {instancePath:instancePath+"/notifications/webhooks/" + i3+"/events",schemaPath:"#/properties/notifications/properties/webhooks/items/properties/events/type",keyword:"type",params:{type: "array"},message:"must be array"};
+if(vErrors === null){
+vErrors = [err120];
+}
+else {
+vErrors.push(err120);
+}
+errors++;
+}
+}
+if(data41.secret_env !== undefined){
+let data45 = data41.secret_env;
+if(typeof data45 === "string"){
+if(!pattern22.test(data45)){
+const err121 = {instancePath:instancePath+"/notifications/webhooks/" + i3+"/secret_env",schemaPath:"#/properties/notifications/properties/webhooks/items/properties/secret_env/pattern",keyword:"pattern",params:{pattern: "^[A-Z_][A-Z0-9_]*$"},message:"must match pattern \""+"^[A-Z_][A-Z0-9_]*$"+"\""};
+if(vErrors === null){
+vErrors = [err121];
+}
+else {
+vErrors.push(err121);
+}
+errors++;
+}
+}
+else {
+const err122 = {instancePath:instancePath+"/notifications/webhooks/" + i3+"/secret_env",schemaPath:"#/properties/notifications/properties/webhooks/items/properties/secret_env/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err122];
+}
+else {
+vErrors.push(err122);
+}
+errors++;
+}
+}
+}
+else {
+const err123 = {instancePath:instancePath+"/notifications/webhooks/" + i3,schemaPath:"#/properties/notifications/properties/webhooks/items/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err123];
+}
+else {
+vErrors.push(err123);
+}
+errors++;
+}
+}
+}
+else {
+const err124 = {instancePath:instancePath+"/notifications/webhooks",schemaPath:"#/properties/notifications/properties/webhooks/type",keyword:"type",params:{type: "array"},message:"must be array"};
 if(vErrors === null){
 vErrors = [err124];
 }
@@ -12079,11 +12088,10 @@ vErrors.push(err124);
 errors++;
 }
 }
-if(data41.secret_env !== undefined){
-let data45 = data41.secret_env;
-if(typeof data45 === "string"){
-if(!pattern22.test(data45)){
-const err125 = {instancePath:instancePath+"/notifications/webhooks/" + i3+"/secret_env",schemaPath:"#/properties/notifications/properties/webhooks/items/properties/secret_env/pattern",keyword:"pattern",params:{pattern: "^[A-Z_][A-Z0-9_]*$"},message:"must match pattern \""+"^[A-Z_][A-Z0-9_]*$"+"\""};
+if(data39.coalesce_queued_at !== undefined){
+let data46 = data39.coalesce_queued_at;
+if(!(((typeof data46 == "number") && (!(data46 % 1) && !isNaN(data46))) && (isFinite(data46)))){
+const err125 = {instancePath:instancePath+"/notifications/coalesce_queued_at",schemaPath:"#/properties/notifications/properties/coalesce_queued_at/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err125];
 }
@@ -12092,9 +12100,9 @@ vErrors.push(err125);
 }
 errors++;
 }
-}
-else {
-const err126 = {instancePath:instancePath+"/notifications/webhooks/" + i3+"/secret_env",schemaPath:"#/properties/notifications/properties/webhooks/items/properties/secret_env/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if((typeof data46 == "number") && (isFinite(data46))){
+if(data46 > 1000 || isNaN(data46)){
+const err126 = {instancePath:instancePath+"/notifications/coalesce_queued_at",schemaPath:"#/properties/notifications/properties/coalesce_queued_at/maximum",keyword:"maximum",params:{comparison: "<=", limit: 1000},message:"must be <= 1000"};
 if(vErrors === null){
 vErrors = [err126];
 }
@@ -12103,10 +12111,8 @@ vErrors.push(err126);
 }
 errors++;
 }
-}
-}
-else {
-const err127 = {instancePath:instancePath+"/notifications/webhooks/" + i3,schemaPath:"#/properties/notifications/properties/webhooks/items/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(data46 < 2 || isNaN(data46)){
+const err127 = {instancePath:instancePath+"/notifications/coalesce_queued_at",schemaPath:"#/properties/notifications/properties/coalesce_queued_at/minimum",keyword:"minimum",params:{comparison: ">=", limit: 2},message:"must be >= 2"};
 if(vErrors === null){
 vErrors = [err127];
 }
@@ -12117,8 +12123,9 @@ errors++;
 }
 }
 }
+}
 else {
-const err128 = {instancePath:instancePath+"/notifications/webhooks",schemaPath:"#/properties/notifications/properties/webhooks/type",keyword:"type",params:{type: "array"},message:"must be array"};
+const err128 = {instancePath:instancePath+"/notifications",schemaPath:"#/properties/notifications/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err128];
 }
@@ -12128,10 +12135,12 @@ vErrors.push(err128);
 errors++;
 }
 }
-if(data39.coalesce_queued_at !== undefined){
-let data46 = data39.coalesce_queued_at;
-if(!(((typeof data46 == "number") && (!(data46 % 1) && !isNaN(data46))) && (isFinite(data46)))){
-const err129 = {instancePath:instancePath+"/notifications/coalesce_queued_at",schemaPath:"#/properties/notifications/properties/coalesce_queued_at/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if(data.admission !== undefined){
+let data47 = data.admission;
+if(data47 && typeof data47 == "object" && !Array.isArray(data47)){
+for(const key12 in data47){
+if(!(func10.call(schema72.properties.admission.properties, key12))){
+const err129 = {instancePath:instancePath+"/admission",schemaPath:"#/properties/admission/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key12},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err129];
 }
@@ -12140,9 +12149,10 @@ vErrors.push(err129);
 }
 errors++;
 }
-if((typeof data46 == "number") && (isFinite(data46))){
-if(data46 > 1000 || isNaN(data46)){
-const err130 = {instancePath:instancePath+"/notifications/coalesce_queued_at",schemaPath:"#/properties/notifications/properties/coalesce_queued_at/maximum",keyword:"maximum",params:{comparison: "<=", limit: 1000},message:"must be <= 1000"};
+}
+if(data47.enabled !== undefined){
+if(typeof data47.enabled !== "boolean"){
+const err130 = {instancePath:instancePath+"/admission/enabled",schemaPath:"#/properties/admission/properties/enabled/type",keyword:"type",params:{type: "boolean"},message:"must be boolean"};
 if(vErrors === null){
 vErrors = [err130];
 }
@@ -12151,8 +12161,11 @@ vErrors.push(err130);
 }
 errors++;
 }
-if(data46 < 2 || isNaN(data46)){
-const err131 = {instancePath:instancePath+"/notifications/coalesce_queued_at",schemaPath:"#/properties/notifications/properties/coalesce_queued_at/minimum",keyword:"minimum",params:{comparison: ">=", limit: 2},message:"must be >= 2"};
+}
+if(data47.initial_limit !== undefined){
+let data49 = data47.initial_limit;
+if(!(((typeof data49 == "number") && (!(data49 % 1) && !isNaN(data49))) && (isFinite(data49)))){
+const err131 = {instancePath:instancePath+"/admission/initial_limit",schemaPath:"#/properties/admission/properties/initial_limit/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err131];
 }
@@ -12161,11 +12174,9 @@ vErrors.push(err131);
 }
 errors++;
 }
-}
-}
-}
-else {
-const err132 = {instancePath:instancePath+"/notifications",schemaPath:"#/properties/notifications/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if((typeof data49 == "number") && (isFinite(data49))){
+if(data49 > 100000 || isNaN(data49)){
+const err132 = {instancePath:instancePath+"/admission/initial_limit",schemaPath:"#/properties/admission/properties/initial_limit/maximum",keyword:"maximum",params:{comparison: "<=", limit: 100000},message:"must be <= 100000"};
 if(vErrors === null){
 vErrors = [err132];
 }
@@ -12174,13 +12185,8 @@ vErrors.push(err132);
 }
 errors++;
 }
-}
-if(data.admission !== undefined){
-let data47 = data.admission;
-if(data47 && typeof data47 == "object" && !Array.isArray(data47)){
-for(const key12 in data47){
-if(!(func10.call(schema72.properties.admission.properties, key12))){
-const err133 = {instancePath:instancePath+"/admission",schemaPath:"#/properties/admission/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key12},message:"must NOT have additional properties"};
+if(data49 < 1 || isNaN(data49)){
+const err133 = {instancePath:instancePath+"/admission/initial_limit",schemaPath:"#/properties/admission/properties/initial_limit/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
 if(vErrors === null){
 vErrors = [err133];
 }
@@ -12190,9 +12196,11 @@ vErrors.push(err133);
 errors++;
 }
 }
-if(data47.enabled !== undefined){
-if(typeof data47.enabled !== "boolean"){
-const err134 = {instancePath:instancePath+"/admission/enabled",schemaPath:"#/properties/admission/properties/enabled/type",keyword:"type",params:{type: "boolean"},message:"must be boolean"};
+}
+if(data47.min_limit !== undefined){
+let data50 = data47.min_limit;
+if(!(((typeof data50 == "number") && (!(data50 % 1) && !isNaN(data50))) && (isFinite(data50)))){
+const err134 = {instancePath:instancePath+"/admission/min_limit",schemaPath:"#/properties/admission/properties/min_limit/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err134];
 }
@@ -12201,11 +12209,9 @@ vErrors.push(err134);
 }
 errors++;
 }
-}
-if(data47.initial_limit !== undefined){
-let data49 = data47.initial_limit;
-if(!(((typeof data49 == "number") && (!(data49 % 1) && !isNaN(data49))) && (isFinite(data49)))){
-const err135 = {instancePath:instancePath+"/admission/initial_limit",schemaPath:"#/properties/admission/properties/initial_limit/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if((typeof data50 == "number") && (isFinite(data50))){
+if(data50 > 100000 || isNaN(data50)){
+const err135 = {instancePath:instancePath+"/admission/min_limit",schemaPath:"#/properties/admission/properties/min_limit/maximum",keyword:"maximum",params:{comparison: "<=", limit: 100000},message:"must be <= 100000"};
 if(vErrors === null){
 vErrors = [err135];
 }
@@ -12214,9 +12220,8 @@ vErrors.push(err135);
 }
 errors++;
 }
-if((typeof data49 == "number") && (isFinite(data49))){
-if(data49 > 100000 || isNaN(data49)){
-const err136 = {instancePath:instancePath+"/admission/initial_limit",schemaPath:"#/properties/admission/properties/initial_limit/maximum",keyword:"maximum",params:{comparison: "<=", limit: 100000},message:"must be <= 100000"};
+if(data50 < 1 || isNaN(data50)){
+const err136 = {instancePath:instancePath+"/admission/min_limit",schemaPath:"#/properties/admission/properties/min_limit/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
 if(vErrors === null){
 vErrors = [err136];
 }
@@ -12225,8 +12230,12 @@ vErrors.push(err136);
 }
 errors++;
 }
-if(data49 < 1 || isNaN(data49)){
-const err137 = {instancePath:instancePath+"/admission/initial_limit",schemaPath:"#/properties/admission/properties/initial_limit/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+}
+}
+if(data47.max_limit !== undefined){
+let data51 = data47.max_limit;
+if(!(((typeof data51 == "number") && (!(data51 % 1) && !isNaN(data51))) && (isFinite(data51)))){
+const err137 = {instancePath:instancePath+"/admission/max_limit",schemaPath:"#/properties/admission/properties/max_limit/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err137];
 }
@@ -12235,12 +12244,9 @@ vErrors.push(err137);
 }
 errors++;
 }
-}
-}
-if(data47.min_limit !== undefined){
-let data50 = data47.min_limit;
-if(!(((typeof data50 == "number") && (!(data50 % 1) && !isNaN(data50))) && (isFinite(data50)))){
-const err138 = {instancePath:instancePath+"/admission/min_limit",schemaPath:"#/properties/admission/properties/min_limit/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if((typeof data51 == "number") && (isFinite(data51))){
+if(data51 > 100000 || isNaN(data51)){
+const err138 = {instancePath:instancePath+"/admission/max_limit",schemaPath:"#/properties/admission/properties/max_limit/maximum",keyword:"maximum",params:{comparison: "<=", limit: 100000},message:"must be <= 100000"};
 if(vErrors === null){
 vErrors = [err138];
 }
@@ -12249,9 +12255,8 @@ vErrors.push(err138);
 }
 errors++;
 }
-if((typeof data50 == "number") && (isFinite(data50))){
-if(data50 > 100000 || isNaN(data50)){
-const err139 = {instancePath:instancePath+"/admission/min_limit",schemaPath:"#/properties/admission/properties/min_limit/maximum",keyword:"maximum",params:{comparison: "<=", limit: 100000},message:"must be <= 100000"};
+if(data51 < 1 || isNaN(data51)){
+const err139 = {instancePath:instancePath+"/admission/max_limit",schemaPath:"#/properties/admission/properties/max_limit/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
 if(vErrors === null){
 vErrors = [err139];
 }
@@ -12260,8 +12265,12 @@ vErrors.push(err139);
 }
 errors++;
 }
-if(data50 < 1 || isNaN(data50)){
-const err140 = {instancePath:instancePath+"/admission/min_limit",schemaPath:"#/properties/admission/properties/min_limit/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+}
+}
+if(data47.queue_size !== undefined){
+let data52 = data47.queue_size;
+if(!(((typeof data52 == "number") && (!(data52 % 1) && !isNaN(data52))) && (isFinite(data52)))){
+const err140 = {instancePath:instancePath+"/admission/queue_size",schemaPath:"#/properties/admission/properties/queue_size/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err140];
 }
@@ -12270,12 +12279,9 @@ vErrors.push(err140);
 }
 errors++;
 }
-}
-}
-if(data47.max_limit !== undefined){
-let data51 = data47.max_limit;
-if(!(((typeof data51 == "number") && (!(data51 % 1) && !isNaN(data51))) && (isFinite(data51)))){
-const err141 = {instancePath:instancePath+"/admission/max_limit",schemaPath:"#/properties/admission/properties/max_limit/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if((typeof data52 == "number") && (isFinite(data52))){
+if(data52 > 100000 || isNaN(data52)){
+const err141 = {instancePath:instancePath+"/admission/queue_size",schemaPath:"#/properties/admission/properties/queue_size/maximum",keyword:"maximum",params:{comparison: "<=", limit: 100000},message:"must be <= 100000"};
 if(vErrors === null){
 vErrors = [err141];
 }
@@ -12284,9 +12290,8 @@ vErrors.push(err141);
 }
 errors++;
 }
-if((typeof data51 == "number") && (isFinite(data51))){
-if(data51 > 100000 || isNaN(data51)){
-const err142 = {instancePath:instancePath+"/admission/max_limit",schemaPath:"#/properties/admission/properties/max_limit/maximum",keyword:"maximum",params:{comparison: "<=", limit: 100000},message:"must be <= 100000"};
+if(data52 < 0 || isNaN(data52)){
+const err142 = {instancePath:instancePath+"/admission/queue_size",schemaPath:"#/properties/admission/properties/queue_size/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
 if(vErrors === null){
 vErrors = [err142];
 }
@@ -12295,8 +12300,12 @@ vErrors.push(err142);
 }
 errors++;
 }
-if(data51 < 1 || isNaN(data51)){
-const err143 = {instancePath:instancePath+"/admission/max_limit",schemaPath:"#/properties/admission/properties/max_limit/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+}
+}
+if(data47.queue_timeout_ms !== undefined){
+let data53 = data47.queue_timeout_ms;
+if(!(((typeof data53 == "number") && (!(data53 % 1) && !isNaN(data53))) && (isFinite(data53)))){
+const err143 = {instancePath:instancePath+"/admission/queue_timeout_ms",schemaPath:"#/properties/admission/properties/queue_timeout_ms/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err143];
 }
@@ -12305,12 +12314,9 @@ vErrors.push(err143);
 }
 errors++;
 }
-}
-}
-if(data47.queue_size !== undefined){
-let data52 = data47.queue_size;
-if(!(((typeof data52 == "number") && (!(data52 % 1) && !isNaN(data52))) && (isFinite(data52)))){
-const err144 = {instancePath:instancePath+"/admission/queue_size",schemaPath:"#/properties/admission/properties/queue_size/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if((typeof data53 == "number") && (isFinite(data53))){
+if(data53 > 60000 || isNaN(data53)){
+const err144 = {instancePath:instancePath+"/admission/queue_timeout_ms",schemaPath:"#/properties/admission/properties/queue_timeout_ms/maximum",keyword:"maximum",params:{comparison: "<=", limit: 60000},message:"must be <= 60000"};
 if(vErrors === null){
 vErrors = [err144];
 }
@@ -12319,59 +12325,13 @@ vErrors.push(err144);
 }
 errors++;
 }
-if((typeof data52 == "number") && (isFinite(data52))){
-if(data52 > 100000 || isNaN(data52)){
-const err145 = {instancePath:instancePath+"/admission/queue_size",schemaPath:"#/properties/admission/properties/queue_size/maximum",keyword:"maximum",params:{comparison: "<=", limit: 100000},message:"must be <= 100000"};
+if(data53 < 1 || isNaN(data53)){
+const err145 = {instancePath:instancePath+"/admission/queue_timeout_ms",schemaPath:"#/properties/admission/properties/queue_timeout_ms/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
 if(vErrors === null){
 vErrors = [err145];
 }
 else {
 vErrors.push(err145);
-}
-errors++;
-}
-if(data52 < 0 || isNaN(data52)){
-const err146 = {instancePath:instancePath+"/admission/queue_size",schemaPath:"#/properties/admission/properties/queue_size/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
-if(vErrors === null){
-vErrors = [err146];
-}
-else {
-vErrors.push(err146);
-}
-errors++;
-}
-}
-}
-if(data47.queue_timeout_ms !== undefined){
-let data53 = data47.queue_timeout_ms;
-if(!(((typeof data53 == "number") && (!(data53 % 1) && !isNaN(data53))) && (isFinite(data53)))){
-const err147 = {instancePath:instancePath+"/admission/queue_timeout_ms",schemaPath:"#/properties/admission/properties/queue_timeout_ms/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
-if(vErrors === null){
-vErrors = [err147];
-}
-else {
-vErrors.push(err147);
-}
-errors++;
-}
-if((typeof data53 == "number") && (isFinite(data53))){
-if(data53 > 60000 || isNaN(data53)){
-const err148 = {instancePath:instancePath+"/admission/queue_timeout_ms",schemaPath:"#/properties/admission/properties/queue_timeout_ms/maximum",keyword:"maximum",params:{comparison: "<=", limit: 60000},message:"must be <= 60000"};
-if(vErrors === null){
-vErrors = [err148];
-}
-else {
-vErrors.push(err148);
-}
-errors++;
-}
-if(data53 < 1 || isNaN(data53)){
-const err149 = {instancePath:instancePath+"/admission/queue_timeout_ms",schemaPath:"#/properties/admission/properties/queue_timeout_ms/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
-if(vErrors === null){
-vErrors = [err149];
-}
-else {
-vErrors.push(err149);
 }
 errors++;
 }
@@ -12381,7 +12341,51 @@ if(data47.tolerance !== undefined){
 let data54 = data47.tolerance;
 if((typeof data54 == "number") && (isFinite(data54))){
 if(data54 > 10 || isNaN(data54)){
-const err150 = {instancePath:instancePath+"/admission/tolerance",schemaPath:"#/properties/admission/properties/tolerance/maximum",keyword:"maximum",params:{comparison: "<=", limit: 10},message:"must be <= 10"};
+const err146 = {instancePath:instancePath+"/admission/tolerance",schemaPath:"#/properties/admission/properties/tolerance/maximum",keyword:"maximum",params:{comparison: "<=", limit: 10},message:"must be <= 10"};
+if(vErrors === null){
+vErrors = [err146];
+}
+else {
+vErrors.push(err146);
+}
+errors++;
+}
+if(data54 < 1 || isNaN(data54)){
+const err147 = {instancePath:instancePath+"/admission/tolerance",schemaPath:"#/properties/admission/properties/tolerance/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+if(vErrors === null){
+vErrors = [err147];
+}
+else {
+vErrors.push(err147);
+}
+errors++;
+}
+}
+else {
+const err148 = {instancePath:instancePath+"/admission/tolerance",schemaPath:"#/properties/admission/properties/tolerance/type",keyword:"type",params:{type: "number"},message:"must be number"};
+if(vErrors === null){
+vErrors = [err148];
+}
+else {
+vErrors.push(err148);
+}
+errors++;
+}
+}
+if(data47.controller !== undefined){
+let data55 = data47.controller;
+if(typeof data55 !== "string"){
+const err149 = {instancePath:instancePath+"/admission/controller",schemaPath:"#/properties/admission/properties/controller/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err149];
+}
+else {
+vErrors.push(err149);
+}
+errors++;
+}
+if(!((data55 === "long_average") || (data55 === "min_rtt"))){
+const err150 = {instancePath:instancePath+"/admission/controller",schemaPath:"#/properties/admission/properties/controller/enum",keyword:"enum",params:{allowedValues: schema72.properties.admission.properties.controller.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err150];
 }
@@ -12390,8 +12394,11 @@ vErrors.push(err150);
 }
 errors++;
 }
-if(data54 < 1 || isNaN(data54)){
-const err151 = {instancePath:instancePath+"/admission/tolerance",schemaPath:"#/properties/admission/properties/tolerance/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+}
+if(data47.min_rtt_interval_ms !== undefined){
+let data56 = data47.min_rtt_interval_ms;
+if(!(((typeof data56 == "number") && (!(data56 % 1) && !isNaN(data56))) && (isFinite(data56)))){
+const err151 = {instancePath:instancePath+"/admission/min_rtt_interval_ms",schemaPath:"#/properties/admission/properties/min_rtt_interval_ms/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err151];
 }
@@ -12400,9 +12407,9 @@ vErrors.push(err151);
 }
 errors++;
 }
-}
-else {
-const err152 = {instancePath:instancePath+"/admission/tolerance",schemaPath:"#/properties/admission/properties/tolerance/type",keyword:"type",params:{type: "number"},message:"must be number"};
+if((typeof data56 == "number") && (isFinite(data56))){
+if(data56 > 3600000 || isNaN(data56)){
+const err152 = {instancePath:instancePath+"/admission/min_rtt_interval_ms",schemaPath:"#/properties/admission/properties/min_rtt_interval_ms/maximum",keyword:"maximum",params:{comparison: "<=", limit: 3600000},message:"must be <= 3600000"};
 if(vErrors === null){
 vErrors = [err152];
 }
@@ -12411,11 +12418,8 @@ vErrors.push(err152);
 }
 errors++;
 }
-}
-if(data47.controller !== undefined){
-let data55 = data47.controller;
-if(typeof data55 !== "string"){
-const err153 = {instancePath:instancePath+"/admission/controller",schemaPath:"#/properties/admission/properties/controller/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(data56 < 100 || isNaN(data56)){
+const err153 = {instancePath:instancePath+"/admission/min_rtt_interval_ms",schemaPath:"#/properties/admission/properties/min_rtt_interval_ms/minimum",keyword:"minimum",params:{comparison: ">=", limit: 100},message:"must be >= 100"};
 if(vErrors === null){
 vErrors = [err153];
 }
@@ -12424,8 +12428,12 @@ vErrors.push(err153);
 }
 errors++;
 }
-if(!((data55 === "long_average") || (data55 === "min_rtt"))){
-const err154 = {instancePath:instancePath+"/admission/controller",schemaPath:"#/properties/admission/properties/controller/enum",keyword:"enum",params:{allowedValues: schema72.properties.admission.properties.controller.enum},message:"must be equal to one of the allowed values"};
+}
+}
+if(data47.min_rtt_samples !== undefined){
+let data57 = data47.min_rtt_samples;
+if(!(((typeof data57 == "number") && (!(data57 % 1) && !isNaN(data57))) && (isFinite(data57)))){
+const err154 = {instancePath:instancePath+"/admission/min_rtt_samples",schemaPath:"#/properties/admission/properties/min_rtt_samples/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err154];
 }
@@ -12434,11 +12442,9 @@ vErrors.push(err154);
 }
 errors++;
 }
-}
-if(data47.min_rtt_interval_ms !== undefined){
-let data56 = data47.min_rtt_interval_ms;
-if(!(((typeof data56 == "number") && (!(data56 % 1) && !isNaN(data56))) && (isFinite(data56)))){
-const err155 = {instancePath:instancePath+"/admission/min_rtt_interval_ms",schemaPath:"#/properties/admission/properties/min_rtt_interval_ms/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if((typeof data57 == "number") && (isFinite(data57))){
+if(data57 > 10000 || isNaN(data57)){
+const err155 = {instancePath:instancePath+"/admission/min_rtt_samples",schemaPath:"#/properties/admission/properties/min_rtt_samples/maximum",keyword:"maximum",params:{comparison: "<=", limit: 10000},message:"must be <= 10000"};
 if(vErrors === null){
 vErrors = [err155];
 }
@@ -12447,9 +12453,8 @@ vErrors.push(err155);
 }
 errors++;
 }
-if((typeof data56 == "number") && (isFinite(data56))){
-if(data56 > 3600000 || isNaN(data56)){
-const err156 = {instancePath:instancePath+"/admission/min_rtt_interval_ms",schemaPath:"#/properties/admission/properties/min_rtt_interval_ms/maximum",keyword:"maximum",params:{comparison: "<=", limit: 3600000},message:"must be <= 3600000"};
+if(data57 < 1 || isNaN(data57)){
+const err156 = {instancePath:instancePath+"/admission/min_rtt_samples",schemaPath:"#/properties/admission/properties/min_rtt_samples/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
 if(vErrors === null){
 vErrors = [err156];
 }
@@ -12458,8 +12463,11 @@ vErrors.push(err156);
 }
 errors++;
 }
-if(data56 < 100 || isNaN(data56)){
-const err157 = {instancePath:instancePath+"/admission/min_rtt_interval_ms",schemaPath:"#/properties/admission/properties/min_rtt_interval_ms/minimum",keyword:"minimum",params:{comparison: ">=", limit: 100},message:"must be >= 100"};
+}
+}
+if(data47.sample_source_time !== undefined){
+if(typeof data47.sample_source_time !== "boolean"){
+const err157 = {instancePath:instancePath+"/admission/sample_source_time",schemaPath:"#/properties/admission/properties/sample_source_time/type",keyword:"type",params:{type: "boolean"},message:"must be boolean"};
 if(vErrors === null){
 vErrors = [err157];
 }
@@ -12469,11 +12477,9 @@ vErrors.push(err157);
 errors++;
 }
 }
-}
-if(data47.min_rtt_samples !== undefined){
-let data57 = data47.min_rtt_samples;
-if(!(((typeof data57 == "number") && (!(data57 % 1) && !isNaN(data57))) && (isFinite(data57)))){
-const err158 = {instancePath:instancePath+"/admission/min_rtt_samples",schemaPath:"#/properties/admission/properties/min_rtt_samples/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if(data47.sample_pool_wait !== undefined){
+if(typeof data47.sample_pool_wait !== "boolean"){
+const err158 = {instancePath:instancePath+"/admission/sample_pool_wait",schemaPath:"#/properties/admission/properties/sample_pool_wait/type",keyword:"type",params:{type: "boolean"},message:"must be boolean"};
 if(vErrors === null){
 vErrors = [err158];
 }
@@ -12482,9 +12488,10 @@ vErrors.push(err158);
 }
 errors++;
 }
-if((typeof data57 == "number") && (isFinite(data57))){
-if(data57 > 10000 || isNaN(data57)){
-const err159 = {instancePath:instancePath+"/admission/min_rtt_samples",schemaPath:"#/properties/admission/properties/min_rtt_samples/maximum",keyword:"maximum",params:{comparison: "<=", limit: 10000},message:"must be <= 10000"};
+}
+if(data47.raise_on_slot_waiters !== undefined){
+if(typeof data47.raise_on_slot_waiters !== "boolean"){
+const err159 = {instancePath:instancePath+"/admission/raise_on_slot_waiters",schemaPath:"#/properties/admission/properties/raise_on_slot_waiters/type",keyword:"type",params:{type: "boolean"},message:"must be boolean"};
 if(vErrors === null){
 vErrors = [err159];
 }
@@ -12493,8 +12500,10 @@ vErrors.push(err159);
 }
 errors++;
 }
-if(data57 < 1 || isNaN(data57)){
-const err160 = {instancePath:instancePath+"/admission/min_rtt_samples",schemaPath:"#/properties/admission/properties/min_rtt_samples/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+}
+if(data47.identity_limit !== undefined){
+if(typeof data47.identity_limit !== "boolean"){
+const err160 = {instancePath:instancePath+"/admission/identity_limit",schemaPath:"#/properties/admission/properties/identity_limit/type",keyword:"type",params:{type: "boolean"},message:"must be boolean"};
 if(vErrors === null){
 vErrors = [err160];
 }
@@ -12504,10 +12513,11 @@ vErrors.push(err160);
 errors++;
 }
 }
-}
-if(data47.sample_source_time !== undefined){
-if(typeof data47.sample_source_time !== "boolean"){
-const err161 = {instancePath:instancePath+"/admission/sample_source_time",schemaPath:"#/properties/admission/properties/sample_source_time/type",keyword:"type",params:{type: "boolean"},message:"must be boolean"};
+if(data47.identity_slot_wait_ms !== undefined){
+let data62 = data47.identity_slot_wait_ms;
+if((typeof data62 == "number") && (isFinite(data62))){
+if(data62 > 60000 || isNaN(data62)){
+const err161 = {instancePath:instancePath+"/admission/identity_slot_wait_ms",schemaPath:"#/properties/admission/properties/identity_slot_wait_ms/maximum",keyword:"maximum",params:{comparison: "<=", limit: 60000},message:"must be <= 60000"};
 if(vErrors === null){
 vErrors = [err161];
 }
@@ -12516,10 +12526,8 @@ vErrors.push(err161);
 }
 errors++;
 }
-}
-if(data47.sample_pool_wait !== undefined){
-if(typeof data47.sample_pool_wait !== "boolean"){
-const err162 = {instancePath:instancePath+"/admission/sample_pool_wait",schemaPath:"#/properties/admission/properties/sample_pool_wait/type",keyword:"type",params:{type: "boolean"},message:"must be boolean"};
+if(data62 < 0 || isNaN(data62)){
+const err162 = {instancePath:instancePath+"/admission/identity_slot_wait_ms",schemaPath:"#/properties/admission/properties/identity_slot_wait_ms/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
 if(vErrors === null){
 vErrors = [err162];
 }
@@ -12529,9 +12537,8 @@ vErrors.push(err162);
 errors++;
 }
 }
-if(data47.raise_on_slot_waiters !== undefined){
-if(typeof data47.raise_on_slot_waiters !== "boolean"){
-const err163 = {instancePath:instancePath+"/admission/raise_on_slot_waiters",schemaPath:"#/properties/admission/properties/raise_on_slot_waiters/type",keyword:"type",params:{type: "boolean"},message:"must be boolean"};
+else {
+const err163 = {instancePath:instancePath+"/admission/identity_slot_wait_ms",schemaPath:"#/properties/admission/properties/identity_slot_wait_ms/type",keyword:"type",params:{type: "number"},message:"must be number"};
 if(vErrors === null){
 vErrors = [err163];
 }
@@ -12541,9 +12548,11 @@ vErrors.push(err163);
 errors++;
 }
 }
-if(data47.identity_limit !== undefined){
-if(typeof data47.identity_limit !== "boolean"){
-const err164 = {instancePath:instancePath+"/admission/identity_limit",schemaPath:"#/properties/admission/properties/identity_limit/type",keyword:"type",params:{type: "boolean"},message:"must be boolean"};
+if(data47.identity_wait_ratio !== undefined){
+let data63 = data47.identity_wait_ratio;
+if((typeof data63 == "number") && (isFinite(data63))){
+if(data63 > 100 || isNaN(data63)){
+const err164 = {instancePath:instancePath+"/admission/identity_wait_ratio",schemaPath:"#/properties/admission/properties/identity_wait_ratio/maximum",keyword:"maximum",params:{comparison: "<=", limit: 100},message:"must be <= 100"};
 if(vErrors === null){
 vErrors = [err164];
 }
@@ -12552,12 +12561,8 @@ vErrors.push(err164);
 }
 errors++;
 }
-}
-if(data47.identity_slot_wait_ms !== undefined){
-let data62 = data47.identity_slot_wait_ms;
-if((typeof data62 == "number") && (isFinite(data62))){
-if(data62 > 60000 || isNaN(data62)){
-const err165 = {instancePath:instancePath+"/admission/identity_slot_wait_ms",schemaPath:"#/properties/admission/properties/identity_slot_wait_ms/maximum",keyword:"maximum",params:{comparison: "<=", limit: 60000},message:"must be <= 60000"};
+if(data63 < 0 || isNaN(data63)){
+const err165 = {instancePath:instancePath+"/admission/identity_wait_ratio",schemaPath:"#/properties/admission/properties/identity_wait_ratio/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
 if(vErrors === null){
 vErrors = [err165];
 }
@@ -12566,8 +12571,9 @@ vErrors.push(err165);
 }
 errors++;
 }
-if(data62 < 0 || isNaN(data62)){
-const err166 = {instancePath:instancePath+"/admission/identity_slot_wait_ms",schemaPath:"#/properties/admission/properties/identity_slot_wait_ms/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
+}
+else {
+const err166 = {instancePath:instancePath+"/admission/identity_wait_ratio",schemaPath:"#/properties/admission/properties/identity_wait_ratio/type",keyword:"type",params:{type: "number"},message:"must be number"};
 if(vErrors === null){
 vErrors = [err166];
 }
@@ -12577,8 +12583,11 @@ vErrors.push(err166);
 errors++;
 }
 }
-else {
-const err167 = {instancePath:instancePath+"/admission/identity_slot_wait_ms",schemaPath:"#/properties/admission/properties/identity_slot_wait_ms/type",keyword:"type",params:{type: "number"},message:"must be number"};
+if(data47.latency_percentile !== undefined){
+let data64 = data47.latency_percentile;
+if((typeof data64 == "number") && (isFinite(data64))){
+if(data64 > 100 || isNaN(data64)){
+const err167 = {instancePath:instancePath+"/admission/latency_percentile",schemaPath:"#/properties/admission/properties/latency_percentile/maximum",keyword:"maximum",params:{comparison: "<=", limit: 100},message:"must be <= 100"};
 if(vErrors === null){
 vErrors = [err167];
 }
@@ -12587,12 +12596,8 @@ vErrors.push(err167);
 }
 errors++;
 }
-}
-if(data47.identity_wait_ratio !== undefined){
-let data63 = data47.identity_wait_ratio;
-if((typeof data63 == "number") && (isFinite(data63))){
-if(data63 > 100 || isNaN(data63)){
-const err168 = {instancePath:instancePath+"/admission/identity_wait_ratio",schemaPath:"#/properties/admission/properties/identity_wait_ratio/maximum",keyword:"maximum",params:{comparison: "<=", limit: 100},message:"must be <= 100"};
+if(data64 <= 0 || isNaN(data64)){
+const err168 = {instancePath:instancePath+"/admission/latency_percentile",schemaPath:"#/properties/admission/properties/latency_percentile/exclusiveMinimum",keyword:"exclusiveMinimum",params:{comparison: ">", limit: 0},message:"must be > 0"};
 if(vErrors === null){
 vErrors = [err168];
 }
@@ -12601,8 +12606,9 @@ vErrors.push(err168);
 }
 errors++;
 }
-if(data63 < 0 || isNaN(data63)){
-const err169 = {instancePath:instancePath+"/admission/identity_wait_ratio",schemaPath:"#/properties/admission/properties/identity_wait_ratio/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
+}
+else {
+const err169 = {instancePath:instancePath+"/admission/latency_percentile",schemaPath:"#/properties/admission/properties/latency_percentile/type",keyword:"type",params:{type: "number"},message:"must be number"};
 if(vErrors === null){
 vErrors = [err169];
 }
@@ -12612,8 +12618,10 @@ vErrors.push(err169);
 errors++;
 }
 }
-else {
-const err170 = {instancePath:instancePath+"/admission/identity_wait_ratio",schemaPath:"#/properties/admission/properties/identity_wait_ratio/type",keyword:"type",params:{type: "number"},message:"must be number"};
+if(data47.max_event_loop_delay_ms !== undefined){
+let data65 = data47.max_event_loop_delay_ms;
+if(!(((typeof data65 == "number") && (!(data65 % 1) && !isNaN(data65))) && (isFinite(data65)))){
+const err170 = {instancePath:instancePath+"/admission/max_event_loop_delay_ms",schemaPath:"#/properties/admission/properties/max_event_loop_delay_ms/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err170];
 }
@@ -12622,12 +12630,9 @@ vErrors.push(err170);
 }
 errors++;
 }
-}
-if(data47.latency_percentile !== undefined){
-let data64 = data47.latency_percentile;
-if((typeof data64 == "number") && (isFinite(data64))){
-if(data64 > 100 || isNaN(data64)){
-const err171 = {instancePath:instancePath+"/admission/latency_percentile",schemaPath:"#/properties/admission/properties/latency_percentile/maximum",keyword:"maximum",params:{comparison: "<=", limit: 100},message:"must be <= 100"};
+if((typeof data65 == "number") && (isFinite(data65))){
+if(data65 > 60000 || isNaN(data65)){
+const err171 = {instancePath:instancePath+"/admission/max_event_loop_delay_ms",schemaPath:"#/properties/admission/properties/max_event_loop_delay_ms/maximum",keyword:"maximum",params:{comparison: "<=", limit: 60000},message:"must be <= 60000"};
 if(vErrors === null){
 vErrors = [err171];
 }
@@ -12636,8 +12641,8 @@ vErrors.push(err171);
 }
 errors++;
 }
-if(data64 <= 0 || isNaN(data64)){
-const err172 = {instancePath:instancePath+"/admission/latency_percentile",schemaPath:"#/properties/admission/properties/latency_percentile/exclusiveMinimum",keyword:"exclusiveMinimum",params:{comparison: ">", limit: 0},message:"must be > 0"};
+if(data65 < 1 || isNaN(data65)){
+const err172 = {instancePath:instancePath+"/admission/max_event_loop_delay_ms",schemaPath:"#/properties/admission/properties/max_event_loop_delay_ms/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
 if(vErrors === null){
 vErrors = [err172];
 }
@@ -12647,8 +12652,11 @@ vErrors.push(err172);
 errors++;
 }
 }
-else {
-const err173 = {instancePath:instancePath+"/admission/latency_percentile",schemaPath:"#/properties/admission/properties/latency_percentile/type",keyword:"type",params:{type: "number"},message:"must be number"};
+}
+if(data47.max_audit_queue !== undefined){
+let data66 = data47.max_audit_queue;
+if(!(((typeof data66 == "number") && (!(data66 % 1) && !isNaN(data66))) && (isFinite(data66)))){
+const err173 = {instancePath:instancePath+"/admission/max_audit_queue",schemaPath:"#/properties/admission/properties/max_audit_queue/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err173];
 }
@@ -12657,11 +12665,9 @@ vErrors.push(err173);
 }
 errors++;
 }
-}
-if(data47.max_event_loop_delay_ms !== undefined){
-let data65 = data47.max_event_loop_delay_ms;
-if(!(((typeof data65 == "number") && (!(data65 % 1) && !isNaN(data65))) && (isFinite(data65)))){
-const err174 = {instancePath:instancePath+"/admission/max_event_loop_delay_ms",schemaPath:"#/properties/admission/properties/max_event_loop_delay_ms/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if((typeof data66 == "number") && (isFinite(data66))){
+if(data66 > 1000000 || isNaN(data66)){
+const err174 = {instancePath:instancePath+"/admission/max_audit_queue",schemaPath:"#/properties/admission/properties/max_audit_queue/maximum",keyword:"maximum",params:{comparison: "<=", limit: 1000000},message:"must be <= 1000000"};
 if(vErrors === null){
 vErrors = [err174];
 }
@@ -12670,9 +12676,8 @@ vErrors.push(err174);
 }
 errors++;
 }
-if((typeof data65 == "number") && (isFinite(data65))){
-if(data65 > 60000 || isNaN(data65)){
-const err175 = {instancePath:instancePath+"/admission/max_event_loop_delay_ms",schemaPath:"#/properties/admission/properties/max_event_loop_delay_ms/maximum",keyword:"maximum",params:{comparison: "<=", limit: 60000},message:"must be <= 60000"};
+if(data66 < 1 || isNaN(data66)){
+const err175 = {instancePath:instancePath+"/admission/max_audit_queue",schemaPath:"#/properties/admission/properties/max_audit_queue/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
 if(vErrors === null){
 vErrors = [err175];
 }
@@ -12681,8 +12686,11 @@ vErrors.push(err175);
 }
 errors++;
 }
-if(data65 < 1 || isNaN(data65)){
-const err176 = {instancePath:instancePath+"/admission/max_event_loop_delay_ms",schemaPath:"#/properties/admission/properties/max_event_loop_delay_ms/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+}
+}
+if(data47.pause_refused_connections !== undefined){
+if(typeof data47.pause_refused_connections !== "boolean"){
+const err176 = {instancePath:instancePath+"/admission/pause_refused_connections",schemaPath:"#/properties/admission/properties/pause_refused_connections/type",keyword:"type",params:{type: "boolean"},message:"must be boolean"};
 if(vErrors === null){
 vErrors = [err176];
 }
@@ -12693,61 +12701,13 @@ errors++;
 }
 }
 }
-if(data47.max_audit_queue !== undefined){
-let data66 = data47.max_audit_queue;
-if(!(((typeof data66 == "number") && (!(data66 % 1) && !isNaN(data66))) && (isFinite(data66)))){
-const err177 = {instancePath:instancePath+"/admission/max_audit_queue",schemaPath:"#/properties/admission/properties/max_audit_queue/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+else {
+const err177 = {instancePath:instancePath+"/admission",schemaPath:"#/properties/admission/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err177];
 }
 else {
 vErrors.push(err177);
-}
-errors++;
-}
-if((typeof data66 == "number") && (isFinite(data66))){
-if(data66 > 1000000 || isNaN(data66)){
-const err178 = {instancePath:instancePath+"/admission/max_audit_queue",schemaPath:"#/properties/admission/properties/max_audit_queue/maximum",keyword:"maximum",params:{comparison: "<=", limit: 1000000},message:"must be <= 1000000"};
-if(vErrors === null){
-vErrors = [err178];
-}
-else {
-vErrors.push(err178);
-}
-errors++;
-}
-if(data66 < 1 || isNaN(data66)){
-const err179 = {instancePath:instancePath+"/admission/max_audit_queue",schemaPath:"#/properties/admission/properties/max_audit_queue/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
-if(vErrors === null){
-vErrors = [err179];
-}
-else {
-vErrors.push(err179);
-}
-errors++;
-}
-}
-}
-if(data47.pause_refused_connections !== undefined){
-if(typeof data47.pause_refused_connections !== "boolean"){
-const err180 = {instancePath:instancePath+"/admission/pause_refused_connections",schemaPath:"#/properties/admission/properties/pause_refused_connections/type",keyword:"type",params:{type: "boolean"},message:"must be boolean"};
-if(vErrors === null){
-vErrors = [err180];
-}
-else {
-vErrors.push(err180);
-}
-errors++;
-}
-}
-}
-else {
-const err181 = {instancePath:instancePath+"/admission",schemaPath:"#/properties/admission/type",keyword:"type",params:{type: "object"},message:"must be object"};
-if(vErrors === null){
-vErrors = [err181];
-}
-else {
-vErrors.push(err181);
 }
 errors++;
 }
@@ -12757,7 +12717,55 @@ let data68 = data.cache;
 if(data68 && typeof data68 == "object" && !Array.isArray(data68)){
 for(const key13 in data68){
 if(!((key13 === "ttl_ms") || (key13 === "max_bytes"))){
-const err182 = {instancePath:instancePath+"/cache",schemaPath:"#/properties/cache/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key13},message:"must NOT have additional properties"};
+const err178 = {instancePath:instancePath+"/cache",schemaPath:"#/properties/cache/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key13},message:"must NOT have additional properties"};
+if(vErrors === null){
+vErrors = [err178];
+}
+else {
+vErrors.push(err178);
+}
+errors++;
+}
+}
+if(data68.ttl_ms !== undefined){
+let data69 = data68.ttl_ms;
+if(!(((typeof data69 == "number") && (!(data69 % 1) && !isNaN(data69))) && (isFinite(data69)))){
+const err179 = {instancePath:instancePath+"/cache/ttl_ms",schemaPath:"#/properties/cache/properties/ttl_ms/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if(vErrors === null){
+vErrors = [err179];
+}
+else {
+vErrors.push(err179);
+}
+errors++;
+}
+if((typeof data69 == "number") && (isFinite(data69))){
+if(data69 > 86400000 || isNaN(data69)){
+const err180 = {instancePath:instancePath+"/cache/ttl_ms",schemaPath:"#/properties/cache/properties/ttl_ms/maximum",keyword:"maximum",params:{comparison: "<=", limit: 86400000},message:"must be <= 86400000"};
+if(vErrors === null){
+vErrors = [err180];
+}
+else {
+vErrors.push(err180);
+}
+errors++;
+}
+if(data69 < 0 || isNaN(data69)){
+const err181 = {instancePath:instancePath+"/cache/ttl_ms",schemaPath:"#/properties/cache/properties/ttl_ms/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
+if(vErrors === null){
+vErrors = [err181];
+}
+else {
+vErrors.push(err181);
+}
+errors++;
+}
+}
+}
+if(data68.max_bytes !== undefined){
+let data70 = data68.max_bytes;
+if(!(((typeof data70 == "number") && (!(data70 % 1) && !isNaN(data70))) && (isFinite(data70)))){
+const err182 = {instancePath:instancePath+"/cache/max_bytes",schemaPath:"#/properties/cache/properties/max_bytes/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err182];
 }
@@ -12766,11 +12774,9 @@ vErrors.push(err182);
 }
 errors++;
 }
-}
-if(data68.ttl_ms !== undefined){
-let data69 = data68.ttl_ms;
-if(!(((typeof data69 == "number") && (!(data69 % 1) && !isNaN(data69))) && (isFinite(data69)))){
-const err183 = {instancePath:instancePath+"/cache/ttl_ms",schemaPath:"#/properties/cache/properties/ttl_ms/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if((typeof data70 == "number") && (isFinite(data70))){
+if(data70 > 17179869184 || isNaN(data70)){
+const err183 = {instancePath:instancePath+"/cache/max_bytes",schemaPath:"#/properties/cache/properties/max_bytes/maximum",keyword:"maximum",params:{comparison: "<=", limit: 17179869184},message:"must be <= 17179869184"};
 if(vErrors === null){
 vErrors = [err183];
 }
@@ -12779,9 +12785,8 @@ vErrors.push(err183);
 }
 errors++;
 }
-if((typeof data69 == "number") && (isFinite(data69))){
-if(data69 > 86400000 || isNaN(data69)){
-const err184 = {instancePath:instancePath+"/cache/ttl_ms",schemaPath:"#/properties/cache/properties/ttl_ms/maximum",keyword:"maximum",params:{comparison: "<=", limit: 86400000},message:"must be <= 86400000"};
+if(data70 < 0 || isNaN(data70)){
+const err184 = {instancePath:instancePath+"/cache/max_bytes",schemaPath:"#/properties/cache/properties/max_bytes/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
 if(vErrors === null){
 vErrors = [err184];
 }
@@ -12790,8 +12795,11 @@ vErrors.push(err184);
 }
 errors++;
 }
-if(data69 < 0 || isNaN(data69)){
-const err185 = {instancePath:instancePath+"/cache/ttl_ms",schemaPath:"#/properties/cache/properties/ttl_ms/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
+}
+}
+}
+else {
+const err185 = {instancePath:instancePath+"/cache",schemaPath:"#/properties/cache/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err185];
 }
@@ -12801,11 +12809,11 @@ vErrors.push(err185);
 errors++;
 }
 }
-}
-if(data68.max_bytes !== undefined){
-let data70 = data68.max_bytes;
-if(!(((typeof data70 == "number") && (!(data70 % 1) && !isNaN(data70))) && (isFinite(data70)))){
-const err186 = {instancePath:instancePath+"/cache/max_bytes",schemaPath:"#/properties/cache/properties/max_bytes/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if(data.ops_listen !== undefined){
+let data71 = data.ops_listen;
+if(data71 && typeof data71 == "object" && !Array.isArray(data71)){
+if(data71.port === undefined){
+const err186 = {instancePath:instancePath+"/ops_listen",schemaPath:"#/properties/ops_listen/required",keyword:"required",params:{missingProperty: "port"},message:"must have required property '"+"port"+"'"};
 if(vErrors === null){
 vErrors = [err186];
 }
@@ -12814,9 +12822,9 @@ vErrors.push(err186);
 }
 errors++;
 }
-if((typeof data70 == "number") && (isFinite(data70))){
-if(data70 > 17179869184 || isNaN(data70)){
-const err187 = {instancePath:instancePath+"/cache/max_bytes",schemaPath:"#/properties/cache/properties/max_bytes/maximum",keyword:"maximum",params:{comparison: "<=", limit: 17179869184},message:"must be <= 17179869184"};
+for(const key14 in data71){
+if(!((key14 === "host") || (key14 === "port"))){
+const err187 = {instancePath:instancePath+"/ops_listen",schemaPath:"#/properties/ops_listen/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key14},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err187];
 }
@@ -12825,8 +12833,12 @@ vErrors.push(err187);
 }
 errors++;
 }
-if(data70 < 0 || isNaN(data70)){
-const err188 = {instancePath:instancePath+"/cache/max_bytes",schemaPath:"#/properties/cache/properties/max_bytes/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
+}
+if(data71.host !== undefined){
+let data72 = data71.host;
+if(typeof data72 === "string"){
+if(func1(data72) > 255){
+const err188 = {instancePath:instancePath+"/ops_listen/host",schemaPath:"#/properties/ops_listen/properties/host/maxLength",keyword:"maxLength",params:{limit: 255},message:"must NOT have more than 255 characters"};
 if(vErrors === null){
 vErrors = [err188];
 }
@@ -12835,11 +12847,8 @@ vErrors.push(err188);
 }
 errors++;
 }
-}
-}
-}
-else {
-const err189 = {instancePath:instancePath+"/cache",schemaPath:"#/properties/cache/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(func1(data72) < 1){
+const err189 = {instancePath:instancePath+"/ops_listen/host",schemaPath:"#/properties/ops_listen/properties/host/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
 if(vErrors === null){
 vErrors = [err189];
 }
@@ -12849,11 +12858,8 @@ vErrors.push(err189);
 errors++;
 }
 }
-if(data.ops_listen !== undefined){
-let data71 = data.ops_listen;
-if(data71 && typeof data71 == "object" && !Array.isArray(data71)){
-if(data71.port === undefined){
-const err190 = {instancePath:instancePath+"/ops_listen",schemaPath:"#/properties/ops_listen/required",keyword:"required",params:{missingProperty: "port"},message:"must have required property '"+"port"+"'"};
+else {
+const err190 = {instancePath:instancePath+"/ops_listen/host",schemaPath:"#/properties/ops_listen/properties/host/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err190];
 }
@@ -12862,9 +12868,11 @@ vErrors.push(err190);
 }
 errors++;
 }
-for(const key14 in data71){
-if(!((key14 === "host") || (key14 === "port"))){
-const err191 = {instancePath:instancePath+"/ops_listen",schemaPath:"#/properties/ops_listen/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key14},message:"must NOT have additional properties"};
+}
+if(data71.port !== undefined){
+let data73 = data71.port;
+if(!(((typeof data73 == "number") && (!(data73 % 1) && !isNaN(data73))) && (isFinite(data73)))){
+const err191 = {instancePath:instancePath+"/ops_listen/port",schemaPath:"#/properties/ops_listen/properties/port/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err191];
 }
@@ -12873,12 +12881,9 @@ vErrors.push(err191);
 }
 errors++;
 }
-}
-if(data71.host !== undefined){
-let data72 = data71.host;
-if(typeof data72 === "string"){
-if(func1(data72) > 255){
-const err192 = {instancePath:instancePath+"/ops_listen/host",schemaPath:"#/properties/ops_listen/properties/host/maxLength",keyword:"maxLength",params:{limit: 255},message:"must NOT have more than 255 characters"};
+if((typeof data73 == "number") && (isFinite(data73))){
+if(data73 > 65535 || isNaN(data73)){
+const err192 = {instancePath:instancePath+"/ops_listen/port",schemaPath:"#/properties/ops_listen/properties/port/maximum",keyword:"maximum",params:{comparison: "<=", limit: 65535},message:"must be <= 65535"};
 if(vErrors === null){
 vErrors = [err192];
 }
@@ -12887,8 +12892,8 @@ vErrors.push(err192);
 }
 errors++;
 }
-if(func1(data72) < 1){
-const err193 = {instancePath:instancePath+"/ops_listen/host",schemaPath:"#/properties/ops_listen/properties/host/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
+if(data73 < 0 || isNaN(data73)){
+const err193 = {instancePath:instancePath+"/ops_listen/port",schemaPath:"#/properties/ops_listen/properties/port/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
 if(vErrors === null){
 vErrors = [err193];
 }
@@ -12898,8 +12903,10 @@ vErrors.push(err193);
 errors++;
 }
 }
+}
+}
 else {
-const err194 = {instancePath:instancePath+"/ops_listen/host",schemaPath:"#/properties/ops_listen/properties/host/type",keyword:"type",params:{type: "string"},message:"must be string"};
+const err194 = {instancePath:instancePath+"/ops_listen",schemaPath:"#/properties/ops_listen/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err194];
 }
@@ -12909,10 +12916,12 @@ vErrors.push(err194);
 errors++;
 }
 }
-if(data71.port !== undefined){
-let data73 = data71.port;
-if(!(((typeof data73 == "number") && (!(data73 % 1) && !isNaN(data73))) && (isFinite(data73)))){
-const err195 = {instancePath:instancePath+"/ops_listen/port",schemaPath:"#/properties/ops_listen/properties/port/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if(data.client_limits !== undefined){
+let data74 = data.client_limits;
+if(data74 && typeof data74 == "object" && !Array.isArray(data74)){
+for(const key15 in data74){
+if(!((((((key15 === "keyless") || (key15 === "streams_per_address")) || (key15 === "streams_per_identity")) || (key15 === "answer_write_timeout_ms")) || (key15 === "body_reads_per_address")) || (key15 === "body_bytes_in_flight"))){
+const err195 = {instancePath:instancePath+"/client_limits",schemaPath:"#/properties/client_limits/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key15},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err195];
 }
@@ -12921,9 +12930,13 @@ vErrors.push(err195);
 }
 errors++;
 }
-if((typeof data73 == "number") && (isFinite(data73))){
-if(data73 > 65535 || isNaN(data73)){
-const err196 = {instancePath:instancePath+"/ops_listen/port",schemaPath:"#/properties/ops_listen/properties/port/maximum",keyword:"maximum",params:{comparison: "<=", limit: 65535},message:"must be <= 65535"};
+}
+if(data74.keyless !== undefined){
+let data75 = data74.keyless;
+if(data75 && typeof data75 == "object" && !Array.isArray(data75)){
+for(const key16 in data75){
+if(!((key16 === "points") || (key16 === "window_seconds"))){
+const err196 = {instancePath:instancePath+"/client_limits/keyless",schemaPath:"#/$defs/rateLimit/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key16},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err196];
 }
@@ -12932,8 +12945,11 @@ vErrors.push(err196);
 }
 errors++;
 }
-if(data73 < 0 || isNaN(data73)){
-const err197 = {instancePath:instancePath+"/ops_listen/port",schemaPath:"#/properties/ops_listen/properties/port/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
+}
+if(data75.points !== undefined){
+let data76 = data75.points;
+if(!(((typeof data76 == "number") && (!(data76 % 1) && !isNaN(data76))) && (isFinite(data76)))){
+const err197 = {instancePath:instancePath+"/client_limits/keyless/points",schemaPath:"#/$defs/rateLimit/properties/points/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err197];
 }
@@ -12942,11 +12958,9 @@ vErrors.push(err197);
 }
 errors++;
 }
-}
-}
-}
-else {
-const err198 = {instancePath:instancePath+"/ops_listen",schemaPath:"#/properties/ops_listen/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if((typeof data76 == "number") && (isFinite(data76))){
+if(data76 > 1000000 || isNaN(data76)){
+const err198 = {instancePath:instancePath+"/client_limits/keyless/points",schemaPath:"#/$defs/rateLimit/properties/points/maximum",keyword:"maximum",params:{comparison: "<=", limit: 1000000},message:"must be <= 1000000"};
 if(vErrors === null){
 vErrors = [err198];
 }
@@ -12955,13 +12969,8 @@ vErrors.push(err198);
 }
 errors++;
 }
-}
-if(data.client_limits !== undefined){
-let data74 = data.client_limits;
-if(data74 && typeof data74 == "object" && !Array.isArray(data74)){
-for(const key15 in data74){
-if(!((((((key15 === "keyless") || (key15 === "streams_per_address")) || (key15 === "streams_per_identity")) || (key15 === "answer_write_timeout_ms")) || (key15 === "body_reads_per_address")) || (key15 === "body_bytes_in_flight"))){
-const err199 = {instancePath:instancePath+"/client_limits",schemaPath:"#/properties/client_limits/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key15},message:"must NOT have additional properties"};
+if(data76 < 1 || isNaN(data76)){
+const err199 = {instancePath:instancePath+"/client_limits/keyless/points",schemaPath:"#/$defs/rateLimit/properties/points/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
 if(vErrors === null){
 vErrors = [err199];
 }
@@ -12971,11 +12980,11 @@ vErrors.push(err199);
 errors++;
 }
 }
-if(data74.keyless !== undefined){
-let data75 = data74.keyless;
-if(data75 && typeof data75 == "object" && !Array.isArray(data75)){
-if(data75.points === undefined){
-const err200 = {instancePath:instancePath+"/client_limits/keyless",schemaPath:"#/$defs/rateLimit/required",keyword:"required",params:{missingProperty: "points"},message:"must have required property '"+"points"+"'"};
+}
+if(data75.window_seconds !== undefined){
+let data77 = data75.window_seconds;
+if(!(((typeof data77 == "number") && (!(data77 % 1) && !isNaN(data77))) && (isFinite(data77)))){
+const err200 = {instancePath:instancePath+"/client_limits/keyless/window_seconds",schemaPath:"#/$defs/rateLimit/properties/window_seconds/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err200];
 }
@@ -12984,8 +12993,9 @@ vErrors.push(err200);
 }
 errors++;
 }
-if(data75.window_seconds === undefined){
-const err201 = {instancePath:instancePath+"/client_limits/keyless",schemaPath:"#/$defs/rateLimit/required",keyword:"required",params:{missingProperty: "window_seconds"},message:"must have required property '"+"window_seconds"+"'"};
+if((typeof data77 == "number") && (isFinite(data77))){
+if(data77 > 86400 || isNaN(data77)){
+const err201 = {instancePath:instancePath+"/client_limits/keyless/window_seconds",schemaPath:"#/$defs/rateLimit/properties/window_seconds/maximum",keyword:"maximum",params:{comparison: "<=", limit: 86400},message:"must be <= 86400"};
 if(vErrors === null){
 vErrors = [err201];
 }
@@ -12994,9 +13004,8 @@ vErrors.push(err201);
 }
 errors++;
 }
-for(const key16 in data75){
-if(!((key16 === "points") || (key16 === "window_seconds"))){
-const err202 = {instancePath:instancePath+"/client_limits/keyless",schemaPath:"#/$defs/rateLimit/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key16},message:"must NOT have additional properties"};
+if(data77 < 1 || isNaN(data77)){
+const err202 = {instancePath:instancePath+"/client_limits/keyless/window_seconds",schemaPath:"#/$defs/rateLimit/properties/window_seconds/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
 if(vErrors === null){
 vErrors = [err202];
 }
@@ -13006,10 +13015,10 @@ vErrors.push(err202);
 errors++;
 }
 }
-if(data75.points !== undefined){
-let data76 = data75.points;
-if(!(((typeof data76 == "number") && (!(data76 % 1) && !isNaN(data76))) && (isFinite(data76)))){
-const err203 = {instancePath:instancePath+"/client_limits/keyless/points",schemaPath:"#/$defs/rateLimit/properties/points/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+}
+}
+else {
+const err203 = {instancePath:instancePath+"/client_limits/keyless",schemaPath:"#/$defs/rateLimit/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err203];
 }
@@ -13018,9 +13027,11 @@ vErrors.push(err203);
 }
 errors++;
 }
-if((typeof data76 == "number") && (isFinite(data76))){
-if(data76 > 1000000 || isNaN(data76)){
-const err204 = {instancePath:instancePath+"/client_limits/keyless/points",schemaPath:"#/$defs/rateLimit/properties/points/maximum",keyword:"maximum",params:{comparison: "<=", limit: 1000000},message:"must be <= 1000000"};
+}
+if(data74.streams_per_address !== undefined){
+let data78 = data74.streams_per_address;
+if(!(((typeof data78 == "number") && (!(data78 % 1) && !isNaN(data78))) && (isFinite(data78)))){
+const err204 = {instancePath:instancePath+"/client_limits/streams_per_address",schemaPath:"#/properties/client_limits/properties/streams_per_address/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err204];
 }
@@ -13029,8 +13040,9 @@ vErrors.push(err204);
 }
 errors++;
 }
-if(data76 < 1 || isNaN(data76)){
-const err205 = {instancePath:instancePath+"/client_limits/keyless/points",schemaPath:"#/$defs/rateLimit/properties/points/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+if((typeof data78 == "number") && (isFinite(data78))){
+if(data78 > 100000 || isNaN(data78)){
+const err205 = {instancePath:instancePath+"/client_limits/streams_per_address",schemaPath:"#/properties/client_limits/properties/streams_per_address/maximum",keyword:"maximum",params:{comparison: "<=", limit: 100000},message:"must be <= 100000"};
 if(vErrors === null){
 vErrors = [err205];
 }
@@ -13039,12 +13051,8 @@ vErrors.push(err205);
 }
 errors++;
 }
-}
-}
-if(data75.window_seconds !== undefined){
-let data77 = data75.window_seconds;
-if(!(((typeof data77 == "number") && (!(data77 % 1) && !isNaN(data77))) && (isFinite(data77)))){
-const err206 = {instancePath:instancePath+"/client_limits/keyless/window_seconds",schemaPath:"#/$defs/rateLimit/properties/window_seconds/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if(data78 < 1 || isNaN(data78)){
+const err206 = {instancePath:instancePath+"/client_limits/streams_per_address",schemaPath:"#/properties/client_limits/properties/streams_per_address/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
 if(vErrors === null){
 vErrors = [err206];
 }
@@ -13053,9 +13061,12 @@ vErrors.push(err206);
 }
 errors++;
 }
-if((typeof data77 == "number") && (isFinite(data77))){
-if(data77 > 86400 || isNaN(data77)){
-const err207 = {instancePath:instancePath+"/client_limits/keyless/window_seconds",schemaPath:"#/$defs/rateLimit/properties/window_seconds/maximum",keyword:"maximum",params:{comparison: "<=", limit: 86400},message:"must be <= 86400"};
+}
+}
+if(data74.streams_per_identity !== undefined){
+let data79 = data74.streams_per_identity;
+if(!(((typeof data79 == "number") && (!(data79 % 1) && !isNaN(data79))) && (isFinite(data79)))){
+const err207 = {instancePath:instancePath+"/client_limits/streams_per_identity",schemaPath:"#/properties/client_limits/properties/streams_per_identity/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err207];
 }
@@ -13064,8 +13075,9 @@ vErrors.push(err207);
 }
 errors++;
 }
-if(data77 < 1 || isNaN(data77)){
-const err208 = {instancePath:instancePath+"/client_limits/keyless/window_seconds",schemaPath:"#/$defs/rateLimit/properties/window_seconds/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+if((typeof data79 == "number") && (isFinite(data79))){
+if(data79 > 100000 || isNaN(data79)){
+const err208 = {instancePath:instancePath+"/client_limits/streams_per_identity",schemaPath:"#/properties/client_limits/properties/streams_per_identity/maximum",keyword:"maximum",params:{comparison: "<=", limit: 100000},message:"must be <= 100000"};
 if(vErrors === null){
 vErrors = [err208];
 }
@@ -13074,11 +13086,8 @@ vErrors.push(err208);
 }
 errors++;
 }
-}
-}
-}
-else {
-const err209 = {instancePath:instancePath+"/client_limits/keyless",schemaPath:"#/$defs/rateLimit/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(data79 < 1 || isNaN(data79)){
+const err209 = {instancePath:instancePath+"/client_limits/streams_per_identity",schemaPath:"#/properties/client_limits/properties/streams_per_identity/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
 if(vErrors === null){
 vErrors = [err209];
 }
@@ -13088,10 +13097,11 @@ vErrors.push(err209);
 errors++;
 }
 }
-if(data74.streams_per_address !== undefined){
-let data78 = data74.streams_per_address;
-if(!(((typeof data78 == "number") && (!(data78 % 1) && !isNaN(data78))) && (isFinite(data78)))){
-const err210 = {instancePath:instancePath+"/client_limits/streams_per_address",schemaPath:"#/properties/client_limits/properties/streams_per_address/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+}
+if(data74.answer_write_timeout_ms !== undefined){
+let data80 = data74.answer_write_timeout_ms;
+if(!(((typeof data80 == "number") && (!(data80 % 1) && !isNaN(data80))) && (isFinite(data80)))){
+const err210 = {instancePath:instancePath+"/client_limits/answer_write_timeout_ms",schemaPath:"#/properties/client_limits/properties/answer_write_timeout_ms/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err210];
 }
@@ -13100,9 +13110,9 @@ vErrors.push(err210);
 }
 errors++;
 }
-if((typeof data78 == "number") && (isFinite(data78))){
-if(data78 > 100000 || isNaN(data78)){
-const err211 = {instancePath:instancePath+"/client_limits/streams_per_address",schemaPath:"#/properties/client_limits/properties/streams_per_address/maximum",keyword:"maximum",params:{comparison: "<=", limit: 100000},message:"must be <= 100000"};
+if((typeof data80 == "number") && (isFinite(data80))){
+if(data80 > 3600000 || isNaN(data80)){
+const err211 = {instancePath:instancePath+"/client_limits/answer_write_timeout_ms",schemaPath:"#/properties/client_limits/properties/answer_write_timeout_ms/maximum",keyword:"maximum",params:{comparison: "<=", limit: 3600000},message:"must be <= 3600000"};
 if(vErrors === null){
 vErrors = [err211];
 }
@@ -13111,8 +13121,8 @@ vErrors.push(err211);
 }
 errors++;
 }
-if(data78 < 1 || isNaN(data78)){
-const err212 = {instancePath:instancePath+"/client_limits/streams_per_address",schemaPath:"#/properties/client_limits/properties/streams_per_address/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+if(data80 < 0 || isNaN(data80)){
+const err212 = {instancePath:instancePath+"/client_limits/answer_write_timeout_ms",schemaPath:"#/properties/client_limits/properties/answer_write_timeout_ms/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
 if(vErrors === null){
 vErrors = [err212];
 }
@@ -13123,10 +13133,10 @@ errors++;
 }
 }
 }
-if(data74.streams_per_identity !== undefined){
-let data79 = data74.streams_per_identity;
-if(!(((typeof data79 == "number") && (!(data79 % 1) && !isNaN(data79))) && (isFinite(data79)))){
-const err213 = {instancePath:instancePath+"/client_limits/streams_per_identity",schemaPath:"#/properties/client_limits/properties/streams_per_identity/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if(data74.body_reads_per_address !== undefined){
+let data81 = data74.body_reads_per_address;
+if(!(((typeof data81 == "number") && (!(data81 % 1) && !isNaN(data81))) && (isFinite(data81)))){
+const err213 = {instancePath:instancePath+"/client_limits/body_reads_per_address",schemaPath:"#/properties/client_limits/properties/body_reads_per_address/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err213];
 }
@@ -13135,9 +13145,9 @@ vErrors.push(err213);
 }
 errors++;
 }
-if((typeof data79 == "number") && (isFinite(data79))){
-if(data79 > 100000 || isNaN(data79)){
-const err214 = {instancePath:instancePath+"/client_limits/streams_per_identity",schemaPath:"#/properties/client_limits/properties/streams_per_identity/maximum",keyword:"maximum",params:{comparison: "<=", limit: 100000},message:"must be <= 100000"};
+if((typeof data81 == "number") && (isFinite(data81))){
+if(data81 > 100000 || isNaN(data81)){
+const err214 = {instancePath:instancePath+"/client_limits/body_reads_per_address",schemaPath:"#/properties/client_limits/properties/body_reads_per_address/maximum",keyword:"maximum",params:{comparison: "<=", limit: 100000},message:"must be <= 100000"};
 if(vErrors === null){
 vErrors = [err214];
 }
@@ -13146,8 +13156,8 @@ vErrors.push(err214);
 }
 errors++;
 }
-if(data79 < 1 || isNaN(data79)){
-const err215 = {instancePath:instancePath+"/client_limits/streams_per_identity",schemaPath:"#/properties/client_limits/properties/streams_per_identity/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+if(data81 < 1 || isNaN(data81)){
+const err215 = {instancePath:instancePath+"/client_limits/body_reads_per_address",schemaPath:"#/properties/client_limits/properties/body_reads_per_address/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
 if(vErrors === null){
 vErrors = [err215];
 }
@@ -13158,10 +13168,10 @@ errors++;
 }
 }
 }
-if(data74.answer_write_timeout_ms !== undefined){
-let data80 = data74.answer_write_timeout_ms;
-if(!(((typeof data80 == "number") && (!(data80 % 1) && !isNaN(data80))) && (isFinite(data80)))){
-const err216 = {instancePath:instancePath+"/client_limits/answer_write_timeout_ms",schemaPath:"#/properties/client_limits/properties/answer_write_timeout_ms/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if(data74.body_bytes_in_flight !== undefined){
+let data82 = data74.body_bytes_in_flight;
+if(!(((typeof data82 == "number") && (!(data82 % 1) && !isNaN(data82))) && (isFinite(data82)))){
+const err216 = {instancePath:instancePath+"/client_limits/body_bytes_in_flight",schemaPath:"#/properties/client_limits/properties/body_bytes_in_flight/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err216];
 }
@@ -13170,9 +13180,9 @@ vErrors.push(err216);
 }
 errors++;
 }
-if((typeof data80 == "number") && (isFinite(data80))){
-if(data80 > 3600000 || isNaN(data80)){
-const err217 = {instancePath:instancePath+"/client_limits/answer_write_timeout_ms",schemaPath:"#/properties/client_limits/properties/answer_write_timeout_ms/maximum",keyword:"maximum",params:{comparison: "<=", limit: 3600000},message:"must be <= 3600000"};
+if((typeof data82 == "number") && (isFinite(data82))){
+if(data82 > 68719476736 || isNaN(data82)){
+const err217 = {instancePath:instancePath+"/client_limits/body_bytes_in_flight",schemaPath:"#/properties/client_limits/properties/body_bytes_in_flight/maximum",keyword:"maximum",params:{comparison: "<=", limit: 68719476736},message:"must be <= 68719476736"};
 if(vErrors === null){
 vErrors = [err217];
 }
@@ -13181,8 +13191,8 @@ vErrors.push(err217);
 }
 errors++;
 }
-if(data80 < 0 || isNaN(data80)){
-const err218 = {instancePath:instancePath+"/client_limits/answer_write_timeout_ms",schemaPath:"#/properties/client_limits/properties/answer_write_timeout_ms/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
+if(data82 < 1048576 || isNaN(data82)){
+const err218 = {instancePath:instancePath+"/client_limits/body_bytes_in_flight",schemaPath:"#/properties/client_limits/properties/body_bytes_in_flight/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1048576},message:"must be >= 1048576"};
 if(vErrors === null){
 vErrors = [err218];
 }
@@ -13193,84 +13203,14 @@ errors++;
 }
 }
 }
-if(data74.body_reads_per_address !== undefined){
-let data81 = data74.body_reads_per_address;
-if(!(((typeof data81 == "number") && (!(data81 % 1) && !isNaN(data81))) && (isFinite(data81)))){
-const err219 = {instancePath:instancePath+"/client_limits/body_reads_per_address",schemaPath:"#/properties/client_limits/properties/body_reads_per_address/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+}
+else {
+const err219 = {instancePath:instancePath+"/client_limits",schemaPath:"#/properties/client_limits/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err219];
 }
 else {
 vErrors.push(err219);
-}
-errors++;
-}
-if((typeof data81 == "number") && (isFinite(data81))){
-if(data81 > 100000 || isNaN(data81)){
-const err220 = {instancePath:instancePath+"/client_limits/body_reads_per_address",schemaPath:"#/properties/client_limits/properties/body_reads_per_address/maximum",keyword:"maximum",params:{comparison: "<=", limit: 100000},message:"must be <= 100000"};
-if(vErrors === null){
-vErrors = [err220];
-}
-else {
-vErrors.push(err220);
-}
-errors++;
-}
-if(data81 < 1 || isNaN(data81)){
-const err221 = {instancePath:instancePath+"/client_limits/body_reads_per_address",schemaPath:"#/properties/client_limits/properties/body_reads_per_address/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
-if(vErrors === null){
-vErrors = [err221];
-}
-else {
-vErrors.push(err221);
-}
-errors++;
-}
-}
-}
-if(data74.body_bytes_in_flight !== undefined){
-let data82 = data74.body_bytes_in_flight;
-if(!(((typeof data82 == "number") && (!(data82 % 1) && !isNaN(data82))) && (isFinite(data82)))){
-const err222 = {instancePath:instancePath+"/client_limits/body_bytes_in_flight",schemaPath:"#/properties/client_limits/properties/body_bytes_in_flight/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
-if(vErrors === null){
-vErrors = [err222];
-}
-else {
-vErrors.push(err222);
-}
-errors++;
-}
-if((typeof data82 == "number") && (isFinite(data82))){
-if(data82 > 68719476736 || isNaN(data82)){
-const err223 = {instancePath:instancePath+"/client_limits/body_bytes_in_flight",schemaPath:"#/properties/client_limits/properties/body_bytes_in_flight/maximum",keyword:"maximum",params:{comparison: "<=", limit: 68719476736},message:"must be <= 68719476736"};
-if(vErrors === null){
-vErrors = [err223];
-}
-else {
-vErrors.push(err223);
-}
-errors++;
-}
-if(data82 < 1048576 || isNaN(data82)){
-const err224 = {instancePath:instancePath+"/client_limits/body_bytes_in_flight",schemaPath:"#/properties/client_limits/properties/body_bytes_in_flight/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1048576},message:"must be >= 1048576"};
-if(vErrors === null){
-vErrors = [err224];
-}
-else {
-vErrors.push(err224);
-}
-errors++;
-}
-}
-}
-}
-else {
-const err225 = {instancePath:instancePath+"/client_limits",schemaPath:"#/properties/client_limits/type",keyword:"type",params:{type: "object"},message:"must be object"};
-if(vErrors === null){
-vErrors = [err225];
-}
-else {
-vErrors.push(err225);
 }
 errors++;
 }
@@ -13280,7 +13220,80 @@ let data83 = data.auth;
 if(data83 && typeof data83 == "object" && !Array.isArray(data83)){
 for(const key17 in data83){
 if(!((((key17 === "resource") || (key17 === "scopes_supported")) || (key17 === "handshake_challenge")) || (key17 === "issuers"))){
-const err226 = {instancePath:instancePath+"/auth",schemaPath:"#/properties/auth/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key17},message:"must NOT have additional properties"};
+const err220 = {instancePath:instancePath+"/auth",schemaPath:"#/properties/auth/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key17},message:"must NOT have additional properties"};
+if(vErrors === null){
+vErrors = [err220];
+}
+else {
+vErrors.push(err220);
+}
+errors++;
+}
+}
+if(data83.resource !== undefined){
+let data84 = data83.resource;
+if(typeof data84 === "string"){
+if(func1(data84) > 2048){
+const err221 = {instancePath:instancePath+"/auth/resource",schemaPath:"#/properties/auth/properties/resource/maxLength",keyword:"maxLength",params:{limit: 2048},message:"must NOT have more than 2048 characters"};
+if(vErrors === null){
+vErrors = [err221];
+}
+else {
+vErrors.push(err221);
+}
+errors++;
+}
+if(!pattern17.test(data84)){
+const err222 = {instancePath:instancePath+"/auth/resource",schemaPath:"#/properties/auth/properties/resource/pattern",keyword:"pattern",params:{pattern: "^https?://"},message:"must match pattern \""+"^https?://"+"\""};
+if(vErrors === null){
+vErrors = [err222];
+}
+else {
+vErrors.push(err222);
+}
+errors++;
+}
+}
+else {
+const err223 = {instancePath:instancePath+"/auth/resource",schemaPath:"#/properties/auth/properties/resource/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err223];
+}
+else {
+vErrors.push(err223);
+}
+errors++;
+}
+}
+if(data83.scopes_supported !== undefined){
+let data85 = data83.scopes_supported;
+if(Array.isArray(data85)){
+if(data85.length > 64){
+const err224 = {instancePath:instancePath+"/auth/scopes_supported",schemaPath:"#/properties/auth/properties/scopes_supported/maxItems",keyword:"maxItems",params:{limit: 64},message:"must NOT have more than 64 items"};
+if(vErrors === null){
+vErrors = [err224];
+}
+else {
+vErrors.push(err224);
+}
+errors++;
+}
+const len5 = data85.length;
+for(let i6=0; i6<len5; i6++){
+let data86 = data85[i6];
+if(typeof data86 === "string"){
+if(func1(data86) > 256){
+const err225 = {instancePath:instancePath+"/auth/scopes_supported/" + i6,schemaPath:"#/properties/auth/properties/scopes_supported/items/maxLength",keyword:"maxLength",params:{limit: 256},message:"must NOT have more than 256 characters"};
+if(vErrors === null){
+vErrors = [err225];
+}
+else {
+vErrors.push(err225);
+}
+errors++;
+}
+if(func1(data86) < 1){
+const err226 = {instancePath:instancePath+"/auth/scopes_supported/" + i6,schemaPath:"#/properties/auth/properties/scopes_supported/items/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
 if(vErrors === null){
 vErrors = [err226];
 }
@@ -13290,86 +13303,13 @@ vErrors.push(err226);
 errors++;
 }
 }
-if(data83.resource !== undefined){
-let data84 = data83.resource;
-if(typeof data84 === "string"){
-if(func1(data84) > 2048){
-const err227 = {instancePath:instancePath+"/auth/resource",schemaPath:"#/properties/auth/properties/resource/maxLength",keyword:"maxLength",params:{limit: 2048},message:"must NOT have more than 2048 characters"};
+else {
+const err227 = {instancePath:instancePath+"/auth/scopes_supported/" + i6,schemaPath:"#/properties/auth/properties/scopes_supported/items/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err227];
 }
 else {
 vErrors.push(err227);
-}
-errors++;
-}
-if(!pattern17.test(data84)){
-const err228 = {instancePath:instancePath+"/auth/resource",schemaPath:"#/properties/auth/properties/resource/pattern",keyword:"pattern",params:{pattern: "^https?://"},message:"must match pattern \""+"^https?://"+"\""};
-if(vErrors === null){
-vErrors = [err228];
-}
-else {
-vErrors.push(err228);
-}
-errors++;
-}
-}
-else {
-const err229 = {instancePath:instancePath+"/auth/resource",schemaPath:"#/properties/auth/properties/resource/type",keyword:"type",params:{type: "string"},message:"must be string"};
-if(vErrors === null){
-vErrors = [err229];
-}
-else {
-vErrors.push(err229);
-}
-errors++;
-}
-}
-if(data83.scopes_supported !== undefined){
-let data85 = data83.scopes_supported;
-if(Array.isArray(data85)){
-if(data85.length > 64){
-const err230 = {instancePath:instancePath+"/auth/scopes_supported",schemaPath:"#/properties/auth/properties/scopes_supported/maxItems",keyword:"maxItems",params:{limit: 64},message:"must NOT have more than 64 items"};
-if(vErrors === null){
-vErrors = [err230];
-}
-else {
-vErrors.push(err230);
-}
-errors++;
-}
-const len5 = data85.length;
-for(let i6=0; i6<len5; i6++){
-let data86 = data85[i6];
-if(typeof data86 === "string"){
-if(func1(data86) > 256){
-const err231 = {instancePath:instancePath+"/auth/scopes_supported/" + i6,schemaPath:"#/properties/auth/properties/scopes_supported/items/maxLength",keyword:"maxLength",params:{limit: 256},message:"must NOT have more than 256 characters"};
-if(vErrors === null){
-vErrors = [err231];
-}
-else {
-vErrors.push(err231);
-}
-errors++;
-}
-if(func1(data86) < 1){
-const err232 = {instancePath:instancePath+"/auth/scopes_supported/" + i6,schemaPath:"#/properties/auth/properties/scopes_supported/items/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
-if(vErrors === null){
-vErrors = [err232];
-}
-else {
-vErrors.push(err232);
-}
-errors++;
-}
-}
-else {
-const err233 = {instancePath:instancePath+"/auth/scopes_supported/" + i6,schemaPath:"#/properties/auth/properties/scopes_supported/items/type",keyword:"type",params:{type: "string"},message:"must be string"};
-if(vErrors === null){
-vErrors = [err233];
-}
-else {
-vErrors.push(err233);
 }
 errors++;
 }
@@ -13385,12 +13325,12 @@ continue;
 }
 if(typeof indices1[item1] == "number"){
 j1 = indices1[item1];
-const err234 = {instancePath:instancePath+"/auth/scopes_supported",schemaPath:"#/properties/auth/properties/scopes_supported/uniqueItems",keyword:"uniqueItems",params:{i: i7, j: j1},message:"must NOT have duplicate items (items ## "+j1+" and "+i7+" are identical)"};
+const err228 = {instancePath:instancePath+"/auth/scopes_supported",schemaPath:"#/properties/auth/properties/scopes_supported/uniqueItems",keyword:"uniqueItems",params:{i: i7, j: j1},message:"must NOT have duplicate items (items ## "+j1+" and "+i7+" are identical)"};
 if(vErrors === null){
-vErrors = [err234];
+vErrors = [err228];
 }
 else {
-vErrors.push(err234);
+vErrors.push(err228);
 }
 errors++;
 break;
@@ -13400,24 +13340,24 @@ indices1[item1] = i7;
 }
 }
 else {
-const err235 = {instancePath:instancePath+"/auth/scopes_supported",schemaPath:"#/properties/auth/properties/scopes_supported/type",keyword:"type",params:{type: "array"},message:"must be array"};
+const err229 = {instancePath:instancePath+"/auth/scopes_supported",schemaPath:"#/properties/auth/properties/scopes_supported/type",keyword:"type",params:{type: "array"},message:"must be array"};
 if(vErrors === null){
-vErrors = [err235];
+vErrors = [err229];
 }
 else {
-vErrors.push(err235);
+vErrors.push(err229);
 }
 errors++;
 }
 }
 if(data83.handshake_challenge !== undefined){
 if(typeof data83.handshake_challenge !== "boolean"){
-const err236 = {instancePath:instancePath+"/auth/handshake_challenge",schemaPath:"#/properties/auth/properties/handshake_challenge/type",keyword:"type",params:{type: "boolean"},message:"must be boolean"};
+const err230 = {instancePath:instancePath+"/auth/handshake_challenge",schemaPath:"#/properties/auth/properties/handshake_challenge/type",keyword:"type",params:{type: "boolean"},message:"must be boolean"};
 if(vErrors === null){
-vErrors = [err236];
+vErrors = [err230];
 }
 else {
-vErrors.push(err236);
+vErrors.push(err230);
 }
 errors++;
 }
@@ -13426,12 +13366,12 @@ if(data83.issuers !== undefined){
 let data88 = data83.issuers;
 if(Array.isArray(data88)){
 if(data88.length > 32){
-const err237 = {instancePath:instancePath+"/auth/issuers",schemaPath:"#/properties/auth/properties/issuers/maxItems",keyword:"maxItems",params:{limit: 32},message:"must NOT have more than 32 items"};
+const err231 = {instancePath:instancePath+"/auth/issuers",schemaPath:"#/properties/auth/properties/issuers/maxItems",keyword:"maxItems",params:{limit: 32},message:"must NOT have more than 32 items"};
 if(vErrors === null){
-vErrors = [err237];
+vErrors = [err231];
 }
 else {
-vErrors.push(err237);
+vErrors.push(err231);
 }
 errors++;
 }
@@ -13444,7 +13384,77 @@ errors = vErrors.length;
 }
 }
 else {
-const err238 = {instancePath:instancePath+"/auth/issuers",schemaPath:"#/properties/auth/properties/issuers/type",keyword:"type",params:{type: "array"},message:"must be array"};
+const err232 = {instancePath:instancePath+"/auth/issuers",schemaPath:"#/properties/auth/properties/issuers/type",keyword:"type",params:{type: "array"},message:"must be array"};
+if(vErrors === null){
+vErrors = [err232];
+}
+else {
+vErrors.push(err232);
+}
+errors++;
+}
+}
+}
+else {
+const err233 = {instancePath:instancePath+"/auth",schemaPath:"#/properties/auth/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err233];
+}
+else {
+vErrors.push(err233);
+}
+errors++;
+}
+}
+if(data.log_level !== undefined){
+let data90 = data.log_level;
+if(typeof data90 !== "string"){
+const err234 = {instancePath:instancePath+"/log_level",schemaPath:"#/properties/log_level/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err234];
+}
+else {
+vErrors.push(err234);
+}
+errors++;
+}
+if(!(((((((data90 === "fatal") || (data90 === "error")) || (data90 === "warn")) || (data90 === "info")) || (data90 === "debug")) || (data90 === "trace")) || (data90 === "silent"))){
+const err235 = {instancePath:instancePath+"/log_level",schemaPath:"#/properties/log_level/enum",keyword:"enum",params:{allowedValues: schema72.properties.log_level.enum},message:"must be equal to one of the allowed values"};
+if(vErrors === null){
+vErrors = [err235];
+}
+else {
+vErrors.push(err235);
+}
+errors++;
+}
+}
+if(data.key_pepper !== undefined){
+let data91 = data.key_pepper;
+if(typeof data91 === "string"){
+if(func1(data91) > 1024){
+const err236 = {instancePath:instancePath+"/key_pepper",schemaPath:"#/properties/key_pepper/maxLength",keyword:"maxLength",params:{limit: 1024},message:"must NOT have more than 1024 characters"};
+if(vErrors === null){
+vErrors = [err236];
+}
+else {
+vErrors.push(err236);
+}
+errors++;
+}
+if(func1(data91) < 32){
+const err237 = {instancePath:instancePath+"/key_pepper",schemaPath:"#/properties/key_pepper/minLength",keyword:"minLength",params:{limit: 32},message:"must NOT have fewer than 32 characters"};
+if(vErrors === null){
+vErrors = [err237];
+}
+else {
+vErrors.push(err237);
+}
+errors++;
+}
+}
+else {
+const err238 = {instancePath:instancePath+"/key_pepper",schemaPath:"#/properties/key_pepper/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err238];
 }
@@ -13456,82 +13466,12 @@ errors++;
 }
 }
 else {
-const err239 = {instancePath:instancePath+"/auth",schemaPath:"#/properties/auth/type",keyword:"type",params:{type: "object"},message:"must be object"};
+const err239 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err239];
 }
 else {
 vErrors.push(err239);
-}
-errors++;
-}
-}
-if(data.log_level !== undefined){
-let data90 = data.log_level;
-if(typeof data90 !== "string"){
-const err240 = {instancePath:instancePath+"/log_level",schemaPath:"#/properties/log_level/type",keyword:"type",params:{type: "string"},message:"must be string"};
-if(vErrors === null){
-vErrors = [err240];
-}
-else {
-vErrors.push(err240);
-}
-errors++;
-}
-if(!(((((((data90 === "fatal") || (data90 === "error")) || (data90 === "warn")) || (data90 === "info")) || (data90 === "debug")) || (data90 === "trace")) || (data90 === "silent"))){
-const err241 = {instancePath:instancePath+"/log_level",schemaPath:"#/properties/log_level/enum",keyword:"enum",params:{allowedValues: schema72.properties.log_level.enum},message:"must be equal to one of the allowed values"};
-if(vErrors === null){
-vErrors = [err241];
-}
-else {
-vErrors.push(err241);
-}
-errors++;
-}
-}
-if(data.key_pepper !== undefined){
-let data91 = data.key_pepper;
-if(typeof data91 === "string"){
-if(func1(data91) > 1024){
-const err242 = {instancePath:instancePath+"/key_pepper",schemaPath:"#/properties/key_pepper/maxLength",keyword:"maxLength",params:{limit: 1024},message:"must NOT have more than 1024 characters"};
-if(vErrors === null){
-vErrors = [err242];
-}
-else {
-vErrors.push(err242);
-}
-errors++;
-}
-if(func1(data91) < 32){
-const err243 = {instancePath:instancePath+"/key_pepper",schemaPath:"#/properties/key_pepper/minLength",keyword:"minLength",params:{limit: 32},message:"must NOT have fewer than 32 characters"};
-if(vErrors === null){
-vErrors = [err243];
-}
-else {
-vErrors.push(err243);
-}
-errors++;
-}
-}
-else {
-const err244 = {instancePath:instancePath+"/key_pepper",schemaPath:"#/properties/key_pepper/type",keyword:"type",params:{type: "string"},message:"must be string"};
-if(vErrors === null){
-vErrors = [err244];
-}
-else {
-vErrors.push(err244);
-}
-errors++;
-}
-}
-}
-else {
-const err245 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
-if(vErrors === null){
-vErrors = [err245];
-}
-else {
-vErrors.push(err245);
 }
 errors++;
 }
@@ -13774,8 +13714,9 @@ if(evaluated0.dynamicItems){
 evaluated0.items = undefined;
 }
 if(data && typeof data == "object" && !Array.isArray(data)){
-if(data.points === undefined){
-const err0 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "points"},message:"must have required property '"+"points"+"'"};
+for(const key0 in data){
+if(!((key0 === "points") || (key0 === "window_seconds"))){
+const err0 = {instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err0];
 }
@@ -13784,8 +13725,11 @@ vErrors.push(err0);
 }
 errors++;
 }
-if(data.window_seconds === undefined){
-const err1 = {instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: "window_seconds"},message:"must have required property '"+"window_seconds"+"'"};
+}
+if(data.points !== undefined){
+let data0 = data.points;
+if(!(((typeof data0 == "number") && (!(data0 % 1) && !isNaN(data0))) && (isFinite(data0)))){
+const err1 = {instancePath:instancePath+"/points",schemaPath:"#/properties/points/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err1];
 }
@@ -13794,9 +13738,9 @@ vErrors.push(err1);
 }
 errors++;
 }
-for(const key0 in data){
-if(!((key0 === "points") || (key0 === "window_seconds"))){
-const err2 = {instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"};
+if((typeof data0 == "number") && (isFinite(data0))){
+if(data0 > 1000000 || isNaN(data0)){
+const err2 = {instancePath:instancePath+"/points",schemaPath:"#/properties/points/maximum",keyword:"maximum",params:{comparison: "<=", limit: 1000000},message:"must be <= 1000000"};
 if(vErrors === null){
 vErrors = [err2];
 }
@@ -13805,11 +13749,8 @@ vErrors.push(err2);
 }
 errors++;
 }
-}
-if(data.points !== undefined){
-let data0 = data.points;
-if(!(((typeof data0 == "number") && (!(data0 % 1) && !isNaN(data0))) && (isFinite(data0)))){
-const err3 = {instancePath:instancePath+"/points",schemaPath:"#/properties/points/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if(data0 < 1 || isNaN(data0)){
+const err3 = {instancePath:instancePath+"/points",schemaPath:"#/properties/points/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
 if(vErrors === null){
 vErrors = [err3];
 }
@@ -13818,9 +13759,12 @@ vErrors.push(err3);
 }
 errors++;
 }
-if((typeof data0 == "number") && (isFinite(data0))){
-if(data0 > 1000000 || isNaN(data0)){
-const err4 = {instancePath:instancePath+"/points",schemaPath:"#/properties/points/maximum",keyword:"maximum",params:{comparison: "<=", limit: 1000000},message:"must be <= 1000000"};
+}
+}
+if(data.window_seconds !== undefined){
+let data1 = data.window_seconds;
+if(!(((typeof data1 == "number") && (!(data1 % 1) && !isNaN(data1))) && (isFinite(data1)))){
+const err4 = {instancePath:instancePath+"/window_seconds",schemaPath:"#/properties/window_seconds/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err4];
 }
@@ -13829,8 +13773,9 @@ vErrors.push(err4);
 }
 errors++;
 }
-if(data0 < 1 || isNaN(data0)){
-const err5 = {instancePath:instancePath+"/points",schemaPath:"#/properties/points/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+if((typeof data1 == "number") && (isFinite(data1))){
+if(data1 > 86400 || isNaN(data1)){
+const err5 = {instancePath:instancePath+"/window_seconds",schemaPath:"#/properties/window_seconds/maximum",keyword:"maximum",params:{comparison: "<=", limit: 86400},message:"must be <= 86400"};
 if(vErrors === null){
 vErrors = [err5];
 }
@@ -13839,12 +13784,8 @@ vErrors.push(err5);
 }
 errors++;
 }
-}
-}
-if(data.window_seconds !== undefined){
-let data1 = data.window_seconds;
-if(!(((typeof data1 == "number") && (!(data1 % 1) && !isNaN(data1))) && (isFinite(data1)))){
-const err6 = {instancePath:instancePath+"/window_seconds",schemaPath:"#/properties/window_seconds/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if(data1 < 1 || isNaN(data1)){
+const err6 = {instancePath:instancePath+"/window_seconds",schemaPath:"#/properties/window_seconds/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
 if(vErrors === null){
 vErrors = [err6];
 }
@@ -13853,37 +13794,16 @@ vErrors.push(err6);
 }
 errors++;
 }
-if((typeof data1 == "number") && (isFinite(data1))){
-if(data1 > 86400 || isNaN(data1)){
-const err7 = {instancePath:instancePath+"/window_seconds",schemaPath:"#/properties/window_seconds/maximum",keyword:"maximum",params:{comparison: "<=", limit: 86400},message:"must be <= 86400"};
+}
+}
+}
+else {
+const err7 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err7];
 }
 else {
 vErrors.push(err7);
-}
-errors++;
-}
-if(data1 < 1 || isNaN(data1)){
-const err8 = {instancePath:instancePath+"/window_seconds",schemaPath:"#/properties/window_seconds/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
-if(vErrors === null){
-vErrors = [err8];
-}
-else {
-vErrors.push(err8);
-}
-errors++;
-}
-}
-}
-}
-else {
-const err9 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
-if(vErrors === null){
-vErrors = [err9];
-}
-else {
-vErrors.push(err9);
 }
 errors++;
 }

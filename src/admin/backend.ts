@@ -26,6 +26,7 @@ import { searchAudit, tailAudit, type AuditKind, type AuditPage, type AuditRecor
 import type { SourceConnectorRegistry } from '../sources/registry';
 import type { GovernanceAccess, GovernanceFamily } from './governance-db';
 import { reviewApprovalPlan, type ApprovalPlanReview } from '../console/plan';
+import { requesterProblems, type RequesterProblem } from '../approvals/requester';
 
 /** Catalog summary of a source (null when never scanned). */
 export interface CatalogSummary {
@@ -70,6 +71,14 @@ export interface ApprovalDecision {
  * not pending, or its source is gone; `estimate` null: no plan.
  */
 export type ApprovalReview = { approval: ApprovalRecord } & ApprovalPlanReview;
+
+/**
+ * An approval as `GET /admin/v1/approvals` and `interlock approval list` list it: the record and, for
+ * a pending one, why approving will not run it (its key revoked or expired, its identity disabled:
+ * src/approvals/requester.ts), as the console flags it; null for no problem or another state (task
+ * hnu41 item 6).
+ */
+export type ListedApproval = ApprovalRecord & { requesterProblem: RequesterProblem | null };
 
 /** Audit search filters; `identity` is a name or an idn_ id. */
 export interface AuditQuery {
@@ -139,7 +148,8 @@ export interface OperatorBackend {
   addPolicies(input: unknown, opts?: { replace?: boolean; allowUnknownNames?: boolean }): Promise<Array<{ policy: PolicyRecord; created: boolean }>>;
   removePolicy(name: string): Promise<{ name: string; removed: true }>;
 
-  listApprovals(filter?: { state?: ApprovalState; source?: string; identity?: string; limit?: number }): Promise<ApprovalRecord[]>;
+  /** Newest first, each with its requester problem (ListedApproval). */
+  listApprovals(filter?: { state?: ApprovalState; source?: string; identity?: string; limit?: number }): Promise<ListedApproval[]>;
   getApproval(id: string): Promise<ApprovalRecord>;
   /** The approval with its plan as the writer and row estimate (a pending one is planned now, EXPLAIN only). */
   reviewApproval(id: string): Promise<ApprovalReview>;
@@ -313,7 +323,9 @@ export function directBackend(db: ControlDb, opts: DirectBackendOptions = {}): O
 
     async listApprovals(f = {}) {
       await sweepExpiredApprovals(db);
-      return listApprovals(db, { state: f.state, sourceId: f.source, identityId: await identityId(f.identity), limit: f.limit });
+      const rows = await listApprovals(db, { state: f.state, sourceId: f.source, identityId: await identityId(f.identity), limit: f.limit });
+      const problems = await requesterProblems(db, rows.filter((a) => a.state === 'pending'));
+      return rows.map((a) => ({ ...a, requesterProblem: problems.get(a.id) ?? null }));
     },
     async getApproval(id) {
       await sweepExpiredApprovals(db);

@@ -14,7 +14,7 @@ import type { GrantRecord } from '../control/grants';
 import type { PolicyRecord } from '../control/policies';
 import type { ApprovalRecord } from '../control/approvals';
 import type { AuditPage, AuditRecord } from '../audit/writer';
-import type { ApprovalDecision, ApprovalReview, CreatedKeyView, OperatorBackend, SourceView } from './backend';
+import type { ApprovalDecision, ApprovalReview, CreatedKeyView, ListedApproval, OperatorBackend, SourceView } from './backend';
 import { ADMIN_PREFIX, UNKNOWN_ADMIN_ROUTE } from './routes';
 import { isDestructive } from '../console/plan';
 
@@ -120,7 +120,8 @@ export function remoteBackend(server: string, token: string, fetchFn: FetchFn = 
     addPolicies: async (input, o = {}) => (await call<{ policies: Array<{ policy: PolicyRecord; created: boolean }> }>('POST', `/policies${qs({ replace: o.replace ? true : undefined, allow_unknown_names: o.allowUnknownNames ? true : undefined })}`, input)).policies,
     removePolicy: (name) => call('DELETE', `/policies/${enc(name)}`),
 
-    listApprovals: async (f = {}) => (await call<{ approvals: ApprovalRecord[] }>('GET', `/approvals${qs(f)}`)).approvals,
+    // A gateway from before the requester problem in the list sends none: null (as for no problem).
+    listApprovals: async (f = {}) => (await call<{ approvals: Array<ApprovalRecord & { requesterProblem?: ListedApproval['requesterProblem'] }> }>('GET', `/approvals${qs(f)}`)).approvals.map((a) => ({ ...a, requesterProblem: a.requesterProblem ?? null })),
     getApproval: (id) => call('GET', `/approvals/${enc(id)}`),
     async reviewApproval(id) {
       try {

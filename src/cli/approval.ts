@@ -28,6 +28,7 @@ import { parsePositiveInt } from './args';
 import { parseOperatorName } from './context';
 import { shortTime, table } from './output';
 import { cutText } from '../errors/cut-text';
+import type { RequesterProblem } from '../approvals/requester';
 
 /** What the approval commands need from the CLI's session. */
 export interface ApprovalCliSession {
@@ -112,15 +113,17 @@ export function formatFailure(f: ApprovalFailureCause | null | undefined): strin
   return `${f.sqlstate ? `SQLSTATE ${f.sqlstate}: ` : ''}${f.message}${extra ? ` (${extra})` : ''}`;
 }
 
-/** The rows of `approval list` (pure once the scanner is loaded). */
-export function approvalListTable(rows: ApprovalRecord[], full: boolean): string {
+/** The rows of `approval list` (pure once the scanner is loaded); NOTES flags a pending row's requester problem (`⚠ key_revoked`). */
+export function approvalListTable(rows: Array<ApprovalRecord & { requesterProblem?: RequesterProblem | null }>, full: boolean): string {
   let truncated = false;
   const body = rows.map((a) => {
     const s = statementForDisplay(a.sql, full ? undefined : LIST_STATEMENT_WIDTH);
     // The values the write will use, beside its text: an operator approves both (new-user pass).
     const p = paramsForDisplay(a.params, full ? undefined : LIST_PARAMS_WIDTH);
     truncated ||= s.truncated || p.truncated;
-    const notes = [s.comments.length ? `${s.comments.length} comment(s) stripped` : '', a.outcome?.error_code ?? '', a.requeuedFrom ? `requeue of ${a.requeuedFrom}` : ''].filter(Boolean).join('; ');
+    // A pending write its requester can no longer have run (key revoked or expired, identity disabled), flagged as the console does (task hnu41 item 6).
+    const warn = a.requesterProblem ? `⚠ ${a.requesterProblem}` : '';
+    const notes = [warn, s.comments.length ? `${s.comments.length} comment(s) stripped` : '', a.outcome?.error_code ?? '', a.requeuedFrom ? `requeue of ${a.requeuedFrom}` : ''].filter(Boolean).join('; ');
     return [a.id, a.state, a.identityName, a.sourceId, shortTime(a.createdAt), shortTime(a.expiresAt), notes, p.text, s.text];
   });
   const out = table(['id', 'state', 'identity', 'source', 'created', 'expires', 'notes', 'params', 'statement'], body);

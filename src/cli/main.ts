@@ -23,6 +23,7 @@ import { readFileSync, existsSync } from 'node:fs';
 import { extname } from 'node:path';
 import { Command, CommanderError, Option } from 'commander';
 import pino, { type Logger } from 'pino';
+import { knownLogLevel } from '../observability/logger';
 import YAML from 'yaml';
 import type { GatewayConfig } from '../../generated/config-v1';
 import protocolSpec from '../../spec/protocol-v1.json';
@@ -91,7 +92,8 @@ class Session {
     readonly io: CliIo,
     private readonly overrides: GatewayConfig = {},
   ) {
-    this.logger = pino({ level: process.env.INTERLOCK_LOG_LEVEL || 'warn', base: undefined }, pino.destination(2));
+    // An unknown level is left to loadConfig to refuse (exit 2), not thrown by pino here (task hnu41 item 3).
+    this.logger = pino({ level: knownLogLevel(process.env.INTERLOCK_LOG_LEVEL || undefined, 'warn'), base: undefined }, pino.destination(2));
   }
 
   config(overrides: GatewayConfig = {}): ResolvedGatewayConfig {

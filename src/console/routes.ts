@@ -106,10 +106,10 @@ function summary(a: ApprovalRecord, requester: RequesterProblem | null = null) {
   };
 }
 
-/** Console summaries of `list`, each pending one with its requester problem (one query). */
-async function summaries(db: ControlDb, list: ApprovalRecord[]) {
-  const problems = await requesterProblems(db, list.filter((a) => a.state === 'pending'));
-  return list.map((a) => summary(a, problems.get(a.id) ?? null));
+/** Console summaries of `list`, each pending one with its requester problem (one query, none when the list carries them: the backend's ListedApproval). */
+async function summaries(db: ControlDb, list: Array<ApprovalRecord & { requesterProblem?: RequesterProblem | null }>) {
+  const problems = await requesterProblems(db, list.filter((a) => a.state === 'pending' && a.requesterProblem === undefined));
+  return list.map((a) => summary(a, a.requesterProblem ?? problems.get(a.id) ?? null));
 }
 
 /** The relations a classification names, as "schema.table (insert: col, …)" for writes and "schema.table (read)" for reads. */

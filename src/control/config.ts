@@ -11,12 +11,15 @@ import { existsSync, readFileSync } from 'node:fs';
 import { extname } from 'node:path';
 import YAML from 'yaml';
 import { validateGatewayConfig } from '../../generated/validators';
-import type { GatewayConfig, RateLimit } from '../../generated/config-v1';
+import type { GatewayConfig, RateLimit as RateLimitSetting } from '../../generated/config-v1';
 import { formatSchemaErrors, ValidationError } from './errors';
 import { closestName } from '../errors/suggest';
 import configSchema from '../../spec/config-v1.schema.json';
 
 export type { GatewayConfig } from '../../generated/config-v1';
+
+/** A resolved rate limit: both fields filled in (a config layer may give one alone; loadConfig merges it over the defaults, task hnu41 item 4). */
+export type RateLimit = Required<RateLimitSetting>;
 
 /** A configuration with every default filled in (assignable to GatewayConfig). */
 export interface ResolvedGatewayConfig {

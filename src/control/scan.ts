@@ -3,7 +3,7 @@
  * gateway's reads can see) and stores the snapshot. Issue 3, Build 12.
  */
 import type pg from 'pg';
-import { connectFailureText, isTlsFailure } from '../sources/postgres/errors';
+import { connectFailureText, isTlsFailure, isTlsUnsupported } from '../sources/postgres/errors';
 import { scanCatalog } from '../sources/postgres/catalog';
 import { initSqlParser, unprovableViews } from '../sql/analyze';
 import { saveCatalog } from './catalog';
@@ -72,8 +72,10 @@ export async function unreadableRelations(client: pg.ClientBase, relations: Read
  * (settings.tls.mode, default verify-full) and the flags of `interlock source update` that fix it.
  * A stored password is bound to the TLS settings (password_required), so when the reader or writer
  * has one the hint adds the flags that give it again (task hnu4b item b): the command it names then works.
+ * `unsupported`: the server does not accept TLS at all (isTlsUnsupported): the hint says so and
+ * offers turning TLS on there or --tls-mode off, not a CA file (task hnu41 item 5).
  */
-export function tlsHint(sourceId: string, settings: { tls?: { mode?: string }; reader?: { password?: string } | null; writer?: { password?: string } | null }): string {
+export function tlsHint(sourceId: string, settings: { tls?: { mode?: string }; reader?: { password?: string } | null; writer?: { password?: string } | null }, unsupported = false): string {
   const tls = settings.tls ?? {};
   const mode = tls.mode ?? 'verify-full';
   const again = (['reader', 'writer'] as const).filter((who) => settings[who]?.password).map((who) => `--${who}-password-env ${who.toUpperCase()}_VAR`);
@@ -81,6 +83,13 @@ export function tlsHint(sourceId: string, settings: { tls?: { mode?: string }; r
     ? `; a stored password is kept only while the TLS settings are unchanged, so add ${again.join(' ')} to that command (each VAR an environment variable holding that password), ` +
       `e.g. for a local server \`interlock source update ${sourceId} --tls-mode off ${again.join(' ')}\``
     : '';
+  if (unsupported) {
+    return (
+      `. The server does not accept TLS at all (ssl is off there), so settings.tls.mode ${mode}${tls.mode ? '' : ' (the default)'} cannot connect and no CA file would help: ` +
+      `turn TLS on at the server (ssl = on with a certificate) and keep the mode, or, for a local server or a trusted network only, ` +
+      `\`interlock source update ${sourceId} --tls-mode off\` (unencrypted; there is no prefer mode: InterLock never falls back to plaintext by itself)${passwords}`
+    );
+  }
   return (
     `. TLS failed with settings.tls.mode ${mode}${tls.mode ? '' : ' (the default)'}: give the server's CA with ` +
     `\`interlock source update ${sourceId} --tls-ca-file CA.pem\` (and --tls-servername NAME when the certificate names another host), ` +
@@ -102,7 +111,7 @@ export async function scanSource(db: ControlDb, sourceId: string, opts: { maxRel
   try {
     client = await connectSourceClient(source.settings, 'reader', { connectionTimeoutMillis: 10_000, application_name: 'interlock-scan' });
   } catch (err) {
-    throw new ControlError('unavailable', `cannot connect to source "${sourceId}" as its reader: ${connectFailureText(err)}${isTlsFailure(err) ? tlsHint(sourceId, source.settings) : ''}`);
+    throw new ControlError('unavailable', `cannot connect to source "${sourceId}" as its reader: ${connectFailureText(err)}${isTlsFailure(err) ? tlsHint(sourceId, source.settings, isTlsUnsupported(err)) : ''}`);
   }
   try {
     const catalog = await scanCatalog(client, { maxRelations: opts.maxRelations });

@@ -16,8 +16,9 @@
  * and could learn the names by reading) where the caller may read or write it — not where a deny of
  * that action wins, so a `deny read` column is not described to a caller who may only read the table
  * (task hfix item 3: describe_source lists only what a read or write would allow, as describe_access
- * does; contract: "nothing the caller cannot read is named"). An explicit describe (or `*`) allow
- * still describes it, and an explicit describe (or `*`) deny still wins over everything.
+ * does; contract: "nothing the caller cannot read is named"). Only a describe (or `*`) allow naming
+ * that column itself still describes it (`public.employee.ssn`; a wildcard such as `public.*` does
+ * not: task hnu41 item 1, describesExplicitly), and a describe (or `*`) deny still wins over everything.
  */
 import type { RoleStatement, SourceRole } from '../../generated/role-v1';
 
@@ -80,6 +81,21 @@ function actionApplies(statementAction: string, action: Action, effect: 'allow' 
   if (statementAction === '*' || statementAction === action) return true;
   // read/write allows imply describe; denies do not spread across actions.
   return effect === 'allow' && action === 'describe' && (statementAction === 'read' || statementAction === 'write');
+}
+
+/**
+ * Combines what decides `describe` once no describe (or `*`) deny applies (task hnu41 item 1): a read
+ * or write allow implies it; where a read or write deny wins and nothing allows either, only a
+ * describe allow naming the resource itself (`explicit`, evaluated lazily) describes it, so a
+ * wildcard `allow describe public.*` no longer lists a `deny read` column; otherwise the describe
+ * statements' own decision (`own`: allow or none) stands. Shared by AccessEvaluator.decide and the
+ * hierarchy's describeInHierarchy (src/governance/hierarchy.ts), so both tools agree.
+ */
+export function describeOutcome(own: Decision, read: Decision, write: Decision, explicit: () => boolean): Decision {
+  if (own === 'deny') return 'deny';
+  if (read === 'allow' || write === 'allow') return 'allow';
+  if (read === 'deny' || write === 'deny') return explicit() ? 'allow' : 'deny';
+  return own;
 }
 
 /** A source's granted statements, split into allows and denies (AccessEvaluator.statements). Frozen at run time: a caller that wrote to them would throw (strict mode), never alter the next caller's answer. */
@@ -195,11 +211,22 @@ export class AccessEvaluator {
   decide(sourceId: string, action: Action, resource: ResourceRef): Decision {
     if (action !== 'describe') return this.decideNamed(sourceId, action, resource);
     const own = this.decideNamed(sourceId, 'describe', resource);
-    if (own !== 'none') return own;
+    if (own === 'deny') return 'deny';
     const read = this.decideNamed(sourceId, 'read', resource);
     const write = this.decideNamed(sourceId, 'write', resource);
-    if (read === 'allow' || write === 'allow') return 'allow';
-    return read === 'deny' || write === 'deny' ? 'deny' : 'none';
+    return describeOutcome(own, read, write, () => this.describesExplicitly(sourceId, resource));
+  }
+
+  /**
+   * True when a describe (or `*`) allow of the caller's roles names the resource itself (task hnu41
+   * item 1): for a column, a three-part pattern whose column part is that column's name (not `*`),
+   * e.g. `public.employee.ssn` or `public.*.ssn`; for a relation, a two-part pattern whose table part
+   * is its name. A schema or relation wildcard (`public.*`, `public.employee`, `public.employee.*`)
+   * never names a column, so it does not describe one a read or write deny refuses.
+   */
+  describesExplicitly(sourceId: string, resource: ResourceRef): boolean {
+    const named = (parts: string[]) => (resource.column !== undefined ? parts.length === 3 && parts[2] !== '*' : parts.length === 2 && parts[1] !== '*');
+    return (this.bySource.get(sourceId) ?? []).some((s) => s.effect === 'allow' && namesAction(s.action, 'describe') && named(s.parts) && covers(s.parts, resource, s.effect));
   }
 
   /**
@@ -215,6 +242,21 @@ export class AccessEvaluator {
       allowed = true;
     }
     return allowed ? 'allow' : 'none';
+  }
+
+  /**
+   * The resource of a deny statement for `action` (or `*`) that names `resource` itself, every part
+   * written out (no `*`): for a column `schema.table.column`, or `schema.table` (its whole relation);
+   * for a relation `schema.table`. Null when none does (a wildcard deny, or none at all). Such a
+   * resource is listed verbatim under `deny` by interlock_describe_access, so a refusal may name it
+   * (task hnu41 item 2, src/pipeline/03-authorize.ts).
+   */
+  denyNaming(sourceId: string, action: Action, resource: ResourceRef): string | null {
+    for (const s of this.bySource.get(sourceId) ?? []) {
+      if (s.effect !== 'deny' || !namesAction(s.action, action) || s.parts.includes('*') || (s.parts.length !== 2 && s.parts.length !== 3)) continue;
+      if (s.parts[0] === resource.schema && s.parts[1] === resource.table && (s.parts.length === 2 || s.parts[2] === resource.column)) return s.resource;
+    }
+    return null;
   }
 
   /** Decides an action on a whole-resource basis for non-SQL sources: the resource is matched as one string (`*` or a prefix pattern ending in `/*`). */

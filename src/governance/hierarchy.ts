@@ -15,7 +15,7 @@
  * only chooses which relations each decision is asked about.
  */
 import type { RelationHierarchy } from '../sql/hierarchy';
-import type { AccessEvaluator, Action, Decision, ResourceRef } from './evaluator';
+import { describeOutcome, type AccessEvaluator, type Action, type Decision, type ResourceRef } from './evaluator';
 import type { Policy } from '../../generated/policy-v1';
 import { maskFor, policyApplies, type ColumnMask, type PolicySubject } from './policies';
 
@@ -46,10 +46,10 @@ export function decideInHierarchy(evaluator: AccessEvaluator, sourceId: string, 
 
 /**
  * `describe` across the hierarchy (red team rt40): the tree's own describe (or `*`) statements
- * first, walked as decideInHierarchy walks a read (a deny on R, an ancestor or a descendant wins; an
- * allow on R or an ancestor grants); when they decide nothing, describe is implied by a read or a
- * write of R decided across the tree: allowed when either is, denied when one is denied and neither
- * allowed, else none. Deciding the implication per relation instead (AccessEvaluator.decide on each)
+ * first, walked as decideInHierarchy walks a read (a deny on R, an ancestor or a descendant wins);
+ * then a read or a write of R decided across the tree implies it: allowed when either is; when one
+ * is denied and neither allowed, only a describe allow naming R's column (or R) itself, on R or an
+ * ancestor, describes it (task hnu41 item 1); else the tree's describe allows decide (allow or none). Deciding the implication per relation instead (AccessEvaluator.decide on each)
  * let a write deny on a parent or partition, where that relation has no allow of its own, hide what
  * the caller may read.
  */
@@ -67,11 +67,11 @@ function describeInHierarchy(evaluator: AccessEvaluator, sourceId: string, ref: 
     if (d === 'allow') own = 'allow';
   }
   for (const t of h.descendants(ref.schema, ref.table)) if (named(t, false) === 'deny') return 'deny';
-  if (own === 'allow') return 'allow';
   const read = decideInHierarchy(evaluator, sourceId, 'read', ref, h, tableColumns);
   const write = decideInHierarchy(evaluator, sourceId, 'write', ref, h, tableColumns);
-  if (read === 'allow' || write === 'allow') return 'allow';
-  return read === 'deny' || write === 'deny' ? 'deny' : 'none';
+  // Past a read or write deny, only a describe allow naming the resource on R or an ancestor describes it (task hnu41 item 1).
+  const explicit = () => [{ schema: ref.schema, name: ref.table }, ...h.ancestors(ref.schema, ref.table)].some((t) => evaluator.describesExplicitly(sourceId, { schema: t.schema, table: t.name, ...(ref.column !== undefined ? { column: ref.column } : {}) }));
+  return describeOutcome(own, read, write, explicit);
 }
 
 /** R, its ancestors and its descendants: the relations whose policies govern a use of R. */

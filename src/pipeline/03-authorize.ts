@@ -12,6 +12,7 @@ import { catalogHierarchy, type RelationHierarchy } from '../sql/hierarchy';
 import type { RelationName } from '../sql/catalog-types';
 import { isViewRelation, viewLineage } from '../sql/view-lineage';
 import { referentialReach } from '../sql/referential-reach';
+import { scanSql, type SqlToken } from '../sql/parser';
 import type { ToolOutcome } from './types';
 
 type OkAnalysis = Extract<SqlAnalysis, { ok: true }>;
@@ -21,9 +22,62 @@ type OkAnalysis = Extract<SqlAnalysis, { ok: true }>;
  * granted or does not exist: naming the relation or column, or wording the cases differently, would
  * let a caller probe what exists. It says what to do about the most common case, `SELECT *` over a
  * table with one denied column (issue 24 item 6): name the columns, found with describe_access.
+ * A statement without a star gets DENIED_MESSAGE_NO_STAR instead, and a read refused by a deny
+ * statement naming the column gets namedDenyMessage (task hnu41 item 2).
  */
 export const DENIED_MESSAGE =
   'The statement uses a relation or column that no source role granted to this identity allows, or that does not exist. SELECT * (and table.*) reads every column, denied ones included: name the columns you need instead. Call interlock_describe_access for the tables and columns you may use.';
+
+/**
+ * DENIED_MESSAGE for a statement without `*` or `table.*` (task hnu41 item 2): the star advice misled
+ * an agent whose statement had none. Chosen by the statement's text only (deniedText), never by what
+ * exists, so a missing and an ungranted column still answer alike.
+ */
+export const DENIED_MESSAGE_NO_STAR =
+  'The statement uses a relation or column that no source role granted to this identity allows, or that does not exist. Call interlock_describe_access for the tables and columns you may use.';
+
+/**
+ * True when `sql` selects `*` or `table.*` (a star token right after SELECT, DISTINCT, ALL,
+ * RETURNING, `,` or `.`), by the parser's own scanner, so a `*` in a string, a comment, count(*) or
+ * a multiplication does not count (`DISTINCT ON (a) *` is missed). Only chooses refusal prose; false
+ * when the text cannot be lexed.
+ */
+export function selectsStar(sql: string): boolean {
+  let tokens: SqlToken[];
+  try {
+    tokens = scanSql(sql);
+  } catch {
+    return false;
+  }
+  for (let i = 1; i < tokens.length; i++) {
+    if (tokens[i].text !== '*') continue;
+    const prev = tokens[i - 1].text.toUpperCase();
+    if (prev === 'SELECT' || prev === 'DISTINCT' || prev === 'ALL' || prev === 'RETURNING' || prev === ',' || prev === '.') return true;
+  }
+  return false;
+}
+
+/** The common refusal text for `sql` (undefined: not known, the star advice kept): DENIED_MESSAGE when it selects a star, else DENIED_MESSAGE_NO_STAR. */
+export function deniedText(sql: string | undefined): string {
+  return sql === undefined || selectsStar(sql) ? DENIED_MESSAGE : DENIED_MESSAGE_NO_STAR;
+}
+
+/**
+ * The refusal of a read that the caller's own deny statements refuse by name (task hnu41 item 2):
+ * `named` are those statements' resources (`public.employee.ssn`, or `public.salary` for a whole
+ * relation), exactly as interlock_describe_access lists them under `deny`, so the text discloses
+ * nothing beyond that tool. `rest`: the statement also uses something else it may not (ungranted,
+ * denied by a wildcard, or missing), which stays unnamed. `star`: the statement selects a star.
+ */
+export function namedDenyMessage(named: string[], rest: boolean, star: boolean): string {
+  const list = named.length === 1 ? named[0] : `${named.slice(0, -1).join(', ')} and ${named[named.length - 1]}`;
+  return (
+    `The source roles granted to this identity deny reading ${list}, which this statement uses (in its select list, WHERE, JOIN, ORDER BY or elsewhere): remove ${named.length === 1 ? 'it' : 'them'} from the statement.` +
+    (rest ? ' It also uses a relation or column that no source role granted to this identity allows, or that does not exist.' : '') +
+    (star ? ' SELECT * (and table.*) reads every column, denied ones included: name the columns you need instead.' : '') +
+    ' Call interlock_describe_access for the tables and columns you may use.'
+  );
+}
 
 /**
  * The refusal of a write to a relation the caller may read (task hnu4b item d): the relation is
@@ -53,8 +107,8 @@ export const CASCADE_DENIED_MESSAGE =
 export const RULE_DENIED_MESSAGE =
   'This write fires a rewrite rule (CREATE RULE) on a relation it writes; PostgreSQL runs the rule with its table owner\'s privileges and it may write relations InterLock cannot check, so writes through rules are refused. Write the underlying table directly, or ask the database owner to replace the rule with a trigger.';
 
-/** Maps an analyzer refusal to the tool outcome of spec/errors-v1.json. */
-export function analysisRefusal(a: Extract<SqlAnalysis, { ok: false }>): ToolOutcome {
+/** Maps an analyzer refusal to the tool outcome of spec/errors-v1.json; `sql` (the statement) chooses the denial's text (deniedText). */
+export function analysisRefusal(a: Extract<SqlAnalysis, { ok: false }>, sql?: string): ToolOutcome {
   switch (a.code) {
     case 'invalid_sql':
       return { kind: 'tool_error', code: 'invalid_sql', message: a.message };
@@ -66,7 +120,7 @@ export function analysisRefusal(a: Extract<SqlAnalysis, { ok: false }>): ToolOut
       return { kind: 'refusal', code: 'statement_too_complex', message: a.message };
     default:
       // unknown_relation / unknown_column: answered exactly like a denial (same code, same text).
-      return { kind: 'refusal', code: 'source_role_denied', message: DENIED_MESSAGE };
+      return { kind: 'refusal', code: 'source_role_denied', message: deniedText(sql) };
   }
 }
 
@@ -100,16 +154,21 @@ export function requiredChecks(a: OkAnalysis): Array<{ action: Action; schema: s
  * Runs the step: null when every check is allowed, else the source_role_denied refusal.
  * Each relation is decided with its ancestors and descendants in `hierarchy` (default: the
  * catalogue's; issue 22 item 1, src/governance/hierarchy.ts): a deny on any of them wins, an allow
- * on the relation or an ancestor grants.
+ * on the relation or an ancestor grants. `sql`, the statement's text, chooses the refusal's prose
+ * (deniedText, readRefusalText: task hnu41 item 2); without it the star advice is kept.
  */
-export function authorizeStatement(evaluator: AccessEvaluator, sourceId: string, a: OkAnalysis, catalog: SourceCatalog, hierarchy: RelationHierarchy = catalogHierarchy(catalog)): ToolOutcome | null {
-  for (const c of requiredChecks(a)) {
+export function authorizeStatement(evaluator: AccessEvaluator, sourceId: string, a: OkAnalysis, catalog: SourceCatalog, hierarchy: RelationHierarchy = catalogHierarchy(catalog), sql?: string): ToolOutcome | null {
+  const checks = requiredChecks(a);
+  for (let i = 0; i < checks.length; i++) {
+    const c = checks[i];
     const d = decideInHierarchy(evaluator, sourceId, c.action, c, hierarchy, c.column === undefined && c.action === 'read' ? catalogColumns(catalog, c.schema, c.table) : []);
-    if (d !== 'allow') {
-      return { kind: 'refusal', code: 'source_role_denied', message: c.action === 'write' ? writeRefusalText(evaluator, sourceId, c, a, catalog, hierarchy) : DENIED_MESSAGE };
-    }
+    if (d === 'allow') continue;
+    if (c.action === 'write') return { kind: 'refusal', code: 'source_role_denied', message: writeRefusalText(evaluator, sourceId, c, a, catalog, hierarchy, sql) };
+    return { kind: 'refusal', code: 'source_role_denied', message: readRefusalText(evaluator, sourceId, checks.slice(i), catalog, hierarchy, sql) };
   }
-  if (viewLineageDenied(evaluator, sourceId, a, catalog, hierarchy)) return { kind: 'refusal', code: 'source_role_denied', message: DENIED_MESSAGE };
+  // Views (issue 12; rt1 RT1-3): what feeds the views read (viewLineageDenied). deniedText lexes the
+  // statement only on this refusal's path.
+  if (viewLineageDenied(evaluator, sourceId, a, catalog, hierarchy)) return { kind: 'refusal', code: 'source_role_denied', message: deniedText(sql) };
   return a.writes.length ? authorizeReferentialWrites(evaluator, sourceId, a, catalog, hierarchy) : null;
 }
 
@@ -135,18 +194,39 @@ export function viewLineageDenied(evaluator: AccessEvaluator, sourceId: string, 
 }
 
 /**
+ * The text of a refused read (task hnu41 item 2): `checks` start at the first refused check; every
+ * refused read among them whose refusal a deny statement naming it decides (AccessEvaluator.denyNaming,
+ * on the relation or an ancestor) is named by that statement's resource, which describe_access lists;
+ * anything refused otherwise (not granted, a wildcard deny: naming it would tell an existing column
+ * from a missing one) stays unnamed. Nothing named: the common text (deniedText).
+ */
+function readRefusalText(evaluator: AccessEvaluator, sourceId: string, checks: Array<{ action: Action; schema: string; table: string; column?: string }>, catalog: SourceCatalog, hierarchy: RelationHierarchy, sql: string | undefined): string {
+  const named = new Set<string>();
+  let rest = false;
+  for (const c of checks) {
+    if (c.action !== 'read') continue;
+    const d = decideInHierarchy(evaluator, sourceId, 'read', c, hierarchy, c.column === undefined ? catalogColumns(catalog, c.schema, c.table) : []);
+    if (d === 'allow') continue;
+    const by = d === 'deny' ? [{ schema: c.schema, name: c.table }, ...hierarchy.ancestors(c.schema, c.table)].map((t) => evaluator.denyNaming(sourceId, 'read', { schema: t.schema, table: t.name, ...(c.column !== undefined ? { column: c.column } : {}) })).find((x) => x !== null) : undefined;
+    if (by) named.add(by);
+    else rest = true;
+  }
+  return named.size ? namedDenyMessage([...named].sort(), rest, sql !== undefined && selectsStar(sql)) : deniedText(sql);
+}
+
+/**
  * The text of a refused write check `c`: writeDeniedMessage when the caller may read some column of
  * the relation (so it is visible) and every column the statement sets on it (a DELETE sets none),
- * else DENIED_MESSAGE.
- * A column it may not read keeps DENIED_MESSAGE (red team rtn4 item 5): the write text for an
+ * else the common text (deniedText: with or without the star advice, by `sql` alone).
+ * A column it may not read keeps the common text (red team rtn4 item 5): the write text for an
  * existing hidden column against DENIED_MESSAGE ("or that does not exist") for a missing one told
  * the caller which hidden columns exist.
  */
-function writeRefusalText(evaluator: AccessEvaluator, sourceId: string, c: { schema: string; table: string; column?: string }, a: OkAnalysis, catalog: SourceCatalog, hierarchy: RelationHierarchy): string {
+function writeRefusalText(evaluator: AccessEvaluator, sourceId: string, c: { schema: string; table: string; column?: string }, a: OkAnalysis, catalog: SourceCatalog, hierarchy: RelationHierarchy, sql: string | undefined): string {
   const readable = (column: string) => decideInHierarchy(evaluator, sourceId, 'read', { schema: c.schema, table: c.table, column }, hierarchy) === 'allow';
-  if (!catalogColumns(catalog, c.schema, c.table).some(readable)) return DENIED_MESSAGE;
+  if (!catalogColumns(catalog, c.schema, c.table).some(readable)) return deniedText(sql);
   const written = a.writes.filter((w) => w.schema === c.schema && w.table === c.table && w.operation !== 'delete').flatMap((w) => w.columns);
-  if (!written.every(readable) || (c.column !== undefined && !readable(c.column))) return DENIED_MESSAGE;
+  if (!written.every(readable) || (c.column !== undefined && !readable(c.column))) return deniedText(sql);
   return writeDeniedMessage(`${c.schema}.${c.table}`, c.column);
 }
 

@@ -47,6 +47,8 @@ export interface HierarchyCheckInput {
   restrictions: PolicyRestrictions;
   signal?: AbortSignal;
   identityId: string;
+  /** The statement's text: chooses the refusal's prose (src/pipeline/03-authorize.ts deniedText). */
+  sql?: string;
 }
 
 /**
@@ -134,7 +136,7 @@ export async function checkHierarchy(i: HierarchyCheckInput): Promise<HierarchyC
   }
   if (!hierarchyChanged(base, live)) return unchanged;
   const h = overlayHierarchy(base, live);
-  const denied = authorizeStatement(i.evaluator, i.sourceId, i.analysis, i.catalog, h);
+  const denied = authorizeStatement(i.evaluator, i.sourceId, i.analysis, i.catalog, h, i.sql);
   if (denied) return { ok: false, outcome: denied };
   const pol = policyStep(i.policies, i.subject, i.analysis, i.catalog, i.now, h);
   if (!pol.ok) return pol;

@@ -199,7 +199,7 @@ function pipeline(deps: QueryPipelineDeps, now: () => Date, analyses: AnalysisCa
     // A write is still queued when the server cannot be asked (its source down): nothing runs before
     // an approval, and the approval asks the server again (src/approvals/execute.ts).
     const connector = deps.connectors.reader(source);
-    const checkInput = { connector, evaluator, sourceId, analysis, catalog, policies, subject };
+    const checkInput = { connector, evaluator, sourceId, analysis, catalog, policies, subject, sql };
     const fullCheck = () => checkHierarchy({ ...checkInput, now: now(), restrictions: pol.restrictions, signal: ctx.signal, identityId: identity.id });
     let hier: HierarchyCheck | null = null;
     if (hit) {
@@ -383,9 +383,9 @@ const STALE_TREE_REFUSAL: ToolOutcome = { kind: 'refusal', code: 'row_rule_unenf
  */
 export function authorizeSql(evaluator: AccessEvaluator, sourceId: string, sql: string, catalog: SourceCatalog, complexity?: ComplexityLimits): CachedAnalysis {
   const analysis = analyzeSql(sql, catalog, complexity ? { complexity } : {});
-  if (!analysis.ok) return { analysis, relations: [], denied: analysisRefusal(analysis) };
+  if (!analysis.ok) return { analysis, relations: [], denied: analysisRefusal(analysis, sql) };
   const relations = [...new Set([...analysis.reads, ...analysis.writes].map((r) => `${r.schema}.${r.table}`))].sort();
-  return { analysis, relations, denied: authorizeStatement(evaluator, sourceId, analysis, catalog) };
+  return { analysis, relations, denied: authorizeStatement(evaluator, sourceId, analysis, catalog, undefined, sql) };
 }
 
 /**

@@ -202,8 +202,20 @@ export function isFatalServerError(err: unknown): boolean {
   return isServerError(err) && (err.severity === 'FATAL' || err.severity === 'PANIC');
 }
 
+/** pg's message when the server answers the SSL request with "no" (it runs with ssl off). */
+const PG_TLS_UNSUPPORTED = 'The server does not support SSL connections';
 /** Driver messages pg uses when the server refuses or breaks the SSL negotiation. */
-const PG_TLS_MESSAGES = new Set(['The server does not support SSL connections', 'There was an error establishing an SSL connection']);
+const PG_TLS_MESSAGES = new Set([PG_TLS_UNSUPPORTED, 'There was an error establishing an SSL connection']);
+
+/**
+ * True when `err` (or an error in its `cause` chain) says the server does not accept TLS at all (it
+ * answered the SSL request with "no": ssl is off there), as opposed to a failed handshake or
+ * certificate check (task hnu41 item 5: a CA file cannot help then).
+ */
+export function isTlsUnsupported(err: unknown): boolean {
+  for (let e: unknown = err, depth = 0; isErrorLike(e) && depth < 5; e = e.cause, depth++) if ((e as { message: string }).message === PG_TLS_UNSUPPORTED) return true;
+  return false;
+}
 /** Node/OpenSSL error codes of failed TLS handshakes and certificate checks. */
 const TLS_CODE = /^(ERR_TLS_|ERR_SSL_|ERR_OSSL_|CERT_|UNABLE_TO_|DEPTH_ZERO_SELF_SIGNED_CERT$|SELF_SIGNED_CERT_IN_CHAIN$|HOSTNAME_MISMATCH$|INVALID_CA$|INVALID_PURPOSE$|EPROTO$)/;
 
@@ -240,6 +252,7 @@ const NETWORK_WORDS: Readonly<Record<string, string>> = {
 export function connectFailureText(err: unknown): string {
   if (isSessionSettingsMismatch(err)) return 'the connection does not hold the pinned session settings';
   if (isServerError(err)) return `the server refused: ${err.code} ${sqlStateClassName(err.code)}`;
+  if (isTlsUnsupported(err)) return 'the server does not support TLS connections';
   if (isTlsFailure(err)) return 'TLS negotiation or certificate verification failed';
   for (let e: unknown = err, depth = 0; isErrorLike(e) && depth < 5; e = e.cause, depth++) {
     const x = e as { message: string; code?: unknown };

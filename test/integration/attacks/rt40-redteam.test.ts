@@ -33,6 +33,7 @@ import type { TokenVerifier } from '../../../src/auth/token-verifier';
 import type { TokenIdentityStore } from '../../../src/auth/token-identities';
 import type { TokenIssuer } from '../../../generated/config-v1';
 import { AccessEvaluator, type RoleGrant } from '../../../src/governance/evaluator';
+import { namedDenyMessage } from '../../../src/pipeline/03-authorize';
 import { decideInHierarchy } from '../../../src/governance/hierarchy';
 import { catalogHierarchy } from '../../../src/sql/hierarchy';
 import type { SourceCatalog } from '../../../src/sql/catalog-types';
@@ -116,9 +117,10 @@ describe('item 3: describe implied by read/write, across partitions and inherita
   });
 
   // Withstood: a deny read on the parent's column hides it on the parent and on every partition
-  // (describe_source rows and keys), while the caller reads the other columns; a read of the hidden
-  // column and of a column that does not exist get the same refusal, naming neither.
-  test('a deny read on a parent column hides it on the parent and its partitions; the refusal names nothing', async () => {
+  // (describe_source rows and keys), while the caller reads the other columns; a read of a column
+  // that does not exist names nothing. A read of the hidden column names the caller's own deny
+  // statement (task hnu41 item 2), which describe_access lists under `deny` already, and nothing else.
+  test('a deny read on a parent column hides it on the parent and its partitions; the refusal names only the caller\'s own deny statement', async () => {
     const key = await caller('rt40-deny', [
       { effect: 'allow', action: 'read', resource: 'public.*' },
       { effect: 'deny', action: 'read', resource: 'public.rt40m.secret' },
@@ -129,8 +131,9 @@ describe('item 3: describe implied by read/write, across partitions and inherita
     const hidden = await query(a, 'SELECT secret FROM rt40m_a', {}, key);
     const missing = await query(a, 'SELECT secreu FROM rt40m_a', {}, key);
     expect({ kind: hidden.kind, code: hidden.code }).toEqual({ kind: missing.kind, code: missing.code });
-    expect(hidden.raw).not.toContain('secret');
-    expect(missing.raw).not.toContain('secret');
+    expect(hidden.raw).toContain(JSON.stringify(namedDenyMessage(['public.rt40m.secret'], false, false)).slice(1, -1));
+    expect(hidden.raw).not.toContain('rt40m_a');
+    expect(missing.raw).not.toContain('secre');
   });
   // Finding (low, fixed by hlow; older than hfix): a view over a deny-read column. A read of the
   // view's column is refused (its lineage reaches the denied base column), yet describe_access

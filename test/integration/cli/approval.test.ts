@@ -9,6 +9,7 @@ import { createTempDatabase, pgServer, type TempDatabase } from '../../helpers/p
 import { openControlDb, type ControlDb } from '../../../src/control/db';
 import { createApproval, getApproval, transitionApproval } from '../../../src/control/approvals';
 import { createIdentity } from '../../../src/control/identities';
+import { createApiKey, revokeApiKey } from '../../../src/control/keys';
 import { putSource } from '../../../src/control/sources';
 import { initStatementDisplay, statementForDisplay } from '../../../src/approvals/statement';
 import { paramsForDisplay } from '../../../src/cli/approval';
@@ -86,6 +87,20 @@ describe('interlock approval', () => {
     const show = await cli('approval', 'show', hidden.id);
     expect(show.stdout).toContain("comments in the statement (not part of what runs, check they match it):\n  /* add the playlist 'Focus' */");
     expect(show.stdout).toContain("sql: /* add the playlist 'Focus' */ DELETE FROM playlist_track WHERE playlist_id > 0");
+  });
+
+  // Task hnu41 item 6 (a new user's finding): NOTES showed `-` for a pending write whose key was
+  // revoked, though the console flags it `⚠ key_revoked`; the list (and its JSON) now says so too.
+  test('list: a pending write whose key was revoked is flagged ⚠ key_revoked in NOTES and requesterProblem in --json', async () => {
+    const key = await createApiKey(db, identityId);
+    const a = await createApproval(db, { sourceId: 'local', identityId, keyId: key.keyId, requestId: 'req_rv', sql: 'DELETE FROM playlist WHERE playlist_id = 99', params: [], classification: { fingerprint: 'f' } });
+    const line = async () => (await cli('approval', 'list', '--state', 'pending')).stdout.split('\n').find((l) => l.startsWith(a.id))!;
+    const json = async () => (JSON.parse((await cli('--json', 'approval', 'list', '--state', 'pending')).stdout) as Array<{ id: string; requesterProblem: string | null }>).find((x) => x.id === a.id)!.requesterProblem;
+    expect({ notes: (await line()).includes('⚠'), problem: await json() }).toEqual({ notes: false, problem: null });
+    await revokeApiKey(db, key.keyId);
+    expect(await line()).toMatch(/ ⚠ key_revoked +- +DELETE FROM playlist WHERE playlist_id = 99$/);
+    expect(await json()).toBe('key_revoked');
+    await transitionApproval(db, a.id, ['pending'], 'rejected', { decidedBy: 'ops-anna' });
   });
 
   test('show prints a failed approval\'s cause; requeue links a new pending approval', async () => {

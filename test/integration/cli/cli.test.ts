@@ -274,6 +274,14 @@ describe('interlock CLI', () => {
     expect(bad).toEqual({ code: 2, stdout: '', stderr: `error: invalid configuration\n  ${cfg} /: unknown key "require_approvals" (not allowed here)\n` });
   });
 
+  // Task hnu41 item 3 (a new user's finding): an unknown INTERLOCK_LOG_LEVEL made pino throw (a stack
+  // trace, exit 1) before the configuration was read; it is the configuration error `log_level: loud` is.
+  test('an unknown INTERLOCK_LOG_LEVEL is a configuration error (exit 2, the allowed values listed), for serve and the CLI', async () => {
+    const stderr = 'error: invalid configuration\n  INTERLOCK_LOG_LEVEL: must be equal to one of the allowed values (fatal, error, warn, info, debug, trace, silent)\n';
+    expect(await run(['--database-url', temp.url, 'serve', '--port', '0'], { INTERLOCK_LOG_LEVEL: 'verbose' })).toEqual({ code: 2, stdout: '', stderr });
+    expect(await run(['--database-url', temp.url, 'identity', 'list'], { INTERLOCK_LOG_LEVEL: 'verbose' })).toEqual({ code: 2, stdout: '', stderr });
+  });
+
   test('an unreachable control database exits 1 with a clear message and no password', async () => {
     const r = await run(['--database-url', 'postgres://op:hunter2@127.0.0.1:1/interlock', 'identity', 'list']);
     expect(r).toEqual({ code: 1, stdout: '', stderr: 'error: cannot reach the control database at postgres://op:***@127.0.0.1:1/interlock (ECONNREFUSED)\n' });

@@ -10,7 +10,7 @@ import { createIdentity } from '../../../src/control/identities';
 import { createApiKey } from '../../../src/control/keys';
 import { grantRole } from '../../../src/control/grants';
 import { upsertRole } from '../../../src/control/roles';
-import { DENIED_MESSAGE } from '../../../src/pipeline/03-authorize';
+import { DENIED_MESSAGE, DENIED_MESSAGE_NO_STAR, namedDenyMessage } from '../../../src/pipeline/03-authorize';
 
 let env: GovernedEnv;
 let key: string;
@@ -25,12 +25,26 @@ afterAll(async () => env?.close());
 
 const refusal = async (sql: string) => (await callTool(env, 'interlock_query', { source_id: 'chinook', sql }, key)).body.result.structuredContent;
 
-test('SELECT * over a table with a denied column: name your columns, see describe_access', async () => {
-  expect(await refusal('SELECT * FROM customer')).toEqual({ status: 'forbidden', code: 'source_role_denied', message: DENIED_MESSAGE, request_id: expect.any(String) });
+/** A new identity `<role>-agent` holding role `role` (statements as [effect, action, resource]) on chinook: its interlock_query structuredContent per statement. */
+async function refuserFor(role: string, statements: Array<[string, string, string]>) {
+  await upsertRole(env.db, { name: role, statements: statements.map(([effect, action, resource]) => ({ effect, action, resource })) as never });
+  const who = await createIdentity(env.db, `${role}-agent`);
+  await grantRole(env.db, { identityId: who.id, roleName: role, sourceId: 'chinook' });
+  const secret = (await createApiKey(env.db, who.id)).secret;
+  return async (sql: string) => (await callTool(env, 'interlock_query', { source_id: 'chinook', sql }, secret)).body.result.structuredContent;
+}
+
+test('SELECT * over a table with a denied column: the deny named, name your columns, see describe_access', async () => {
+  // The role's own deny statement (listed by describe_access under `deny`) is named (task hnu41 item 2).
+  expect(await refusal('SELECT * FROM customer')).toEqual({ status: 'forbidden', code: 'source_role_denied', message: namedDenyMessage(['public.customer.email'], false, true), request_id: expect.any(String) });
+  expect(namedDenyMessage(['public.customer.email'], false, true)).toBe(
+    'The source roles granted to this identity deny reading public.customer.email, which this statement uses (in its select list, WHERE, JOIN, ORDER BY or elsewhere): remove it from the statement. SELECT * (and table.*) reads every column, denied ones included: name the columns you need instead. Call interlock_describe_access for the tables and columns you may use.',
+  );
   expect(DENIED_MESSAGE).toContain('SELECT * (and table.*) reads every column, denied ones included: name the columns you need instead. Call interlock_describe_access');
-  // The same text for a denied and a missing column of that table; the named columns work.
-  expect((await refusal('SELECT email FROM customer')).message).toBe(DENIED_MESSAGE);
-  expect((await refusal('SELECT no_such_column FROM customer')).message).toBe(DENIED_MESSAGE);
+  // Without a star the star advice is left out; a missing column gets the common text, as before.
+  expect((await refusal('SELECT email FROM customer')).message).toBe(namedDenyMessage(['public.customer.email'], false, false));
+  expect((await refusal('SELECT no_such_column FROM customer')).message).toBe(DENIED_MESSAGE_NO_STAR);
+  expect((await refusal('SELECT * FROM no_such_table')).message).toBe(DENIED_MESSAGE);
   const ok = await callTool(env, 'interlock_query', { source_id: 'chinook', sql: 'SELECT first_name FROM customer ORDER BY customer_id LIMIT 1' }, key);
   expect(ok.body.result.isError).toBeUndefined();
   expect(Object.keys(JSON.parse(ok.body.result.content[0].text)[0])).toEqual(['first_name']);
@@ -49,26 +63,46 @@ test('task hnu4b (d): a write to a table the caller may read names the table and
   }
   // A write setting a column it may not read keeps the one text, as a missing column does (red team rtn4 item 5).
   for (const sql of ['UPDATE customer SET email = NULL', "INSERT INTO customer (customer_id, first_name, last_name, email) VALUES (999, 'a', 'b', 'c')", 'UPDATE customer SET no_such_column = NULL']) {
-    expect({ sql, m: (await refusal(sql)).message }).toEqual({ sql, m: DENIED_MESSAGE });
+    expect({ sql, m: (await refusal(sql)).message }).toEqual({ sql, m: DENIED_MESSAGE_NO_STAR });
   }
-  expect((await refusal('DELETE FROM employee')).message).toBe(DENIED_MESSAGE);
-  expect((await refusal('DELETE FROM no_such_table')).message).toBe(DENIED_MESSAGE);
+  expect((await refusal('DELETE FROM employee')).message).toBe(DENIED_MESSAGE_NO_STAR);
+  expect((await refusal('DELETE FROM no_such_table')).message).toBe(DENIED_MESSAGE_NO_STAR);
+  expect((await refusal('DELETE FROM employee RETURNING *')).message).toBe(DENIED_MESSAGE);
+  expect((await refusal('DELETE FROM no_such_table RETURNING *')).message).toBe(DENIED_MESSAGE);
 
   // A table write allowed with one column's write denied: a readable column is named, an unreadable one is not.
-  await upsertRole(env.db, {
-    name: 'customer-writer',
-    statements: [
-      { effect: 'allow', action: 'read', resource: 'public.customer' },
-      { effect: 'deny', action: 'read', resource: 'public.customer.email' },
-      { effect: 'allow', action: 'write', resource: 'public.customer' },
-      { effect: 'deny', action: 'write', resource: 'public.customer.first_name' },
-      { effect: 'deny', action: 'write', resource: 'public.customer.email' },
-    ],
-  });
-  const who = await createIdentity(env.db, 'customer-writer-agent');
-  await grantRole(env.db, { identityId: who.id, roleName: 'customer-writer', sourceId: 'chinook' });
-  const writerKey = (await createApiKey(env.db, who.id)).secret;
-  const writerRefusal = async (sql: string) => (await callTool(env, 'interlock_query', { source_id: 'chinook', sql }, writerKey)).body.result.structuredContent;
+  const writerRefusal = await refuserFor('customer-writer', [
+    ['allow', 'read', 'public.customer'],
+    ['deny', 'read', 'public.customer.email'],
+    ['allow', 'write', 'public.customer'],
+    ['deny', 'write', 'public.customer.first_name'],
+    ['deny', 'write', 'public.customer.email'],
+  ]);
   expect((await writerRefusal("UPDATE customer SET first_name = 'x' WHERE customer_id = 1")).message).toBe(writeDeniedMessage('public.customer', 'first_name'));
-  expect((await writerRefusal('UPDATE customer SET email = NULL WHERE customer_id = 1')).message).toBe(DENIED_MESSAGE);
+  expect((await writerRefusal('UPDATE customer SET email = NULL WHERE customer_id = 1')).message).toBe(DENIED_MESSAGE_NO_STAR);
+});
+
+// Task hnu41 item 2 (a new user's finding): `SELECT emp_id FROM employee WHERE ssn LIKE '1%'` was
+// refused with the star advice though it has no star, and never said which column to drop.
+test('a read its roles deny by name names the deny statement; a wildcard or missing grant stays unnamed; the star advice only with a star', async () => {
+  const refuse = await refuserFor('hr-reader', [
+    ['allow', 'read', 'public.employee'],
+    ['allow', 'read', 'public.customer'],
+    ['deny', 'read', 'public.employee.title'],
+    ['deny', 'read', 'public.employee.birth_date'],
+    ['deny', 'read', 'public.*.email'],
+  ]);
+  const hr = async (sql: string) => (await refuse(sql)).message;
+  expect(await hr("SELECT employee_id FROM employee WHERE title LIKE 'S%'")).toBe(
+    'The source roles granted to this identity deny reading public.employee.title, which this statement uses (in its select list, WHERE, JOIN, ORDER BY or elsewhere): remove it from the statement. Call interlock_describe_access for the tables and columns you may use.',
+  );
+  expect(await hr('SELECT employee_id FROM employee ORDER BY birth_date, title')).toBe(namedDenyMessage(['public.employee.birth_date', 'public.employee.title'], false, false));
+  expect(namedDenyMessage(['public.employee.birth_date', 'public.employee.title'], false, false)).toContain('deny reading public.employee.birth_date and public.employee.title, which');
+  // A wildcard deny is not named (naming the column would tell an existing column from a missing one).
+  expect(await hr('SELECT email FROM employee')).toBe(DENIED_MESSAGE_NO_STAR);
+  expect(await hr('SELECT no_such_column FROM employee')).toBe(DENIED_MESSAGE_NO_STAR);
+  expect(await hr('SELECT title, email FROM employee')).toBe(namedDenyMessage(['public.employee.title'], true, false));
+  expect(await hr('SELECT e.* FROM employee e')).toBe(namedDenyMessage(['public.employee.birth_date', 'public.employee.title'], true, true));
+  // Not granted at all: unnamed.
+  expect(await hr('SELECT name FROM artist')).toBe(DENIED_MESSAGE_NO_STAR);
 });

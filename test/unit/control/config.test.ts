@@ -90,6 +90,19 @@ describe('loadConfig', () => {
     expect(loadConfig({ file: json, env: {} })).toMatchObject({ log_level: 'debug', approvals: { ttl_seconds: 600 } });
   });
 
+  // Task hnu41 item 4 (a new user's finding): `rate_limits: { per_identity: { points: 60 } }` was refused
+  // ("must have required property 'window_seconds'") though the variable alone worked.
+  test('a rate limit given in part keeps the other field from the layer below (defaults, file, environment)', () => {
+    const cfg = file('partial-rate.yaml', 'rate_limits:\n  per_identity: { points: 60 }\n  per_source: { window_seconds: 30 }\nclient_limits:\n  keyless: { points: 10 }\n');
+    const loaded = loadConfig({ file: cfg, env: {} });
+    expect({ rate: loaded.rate_limits, keyless: loaded.client_limits.keyless }).toEqual({ rate: { per_identity: { points: 60, window_seconds: 60 }, per_source: { points: 600, window_seconds: 30 } }, keyless: { points: 10, window_seconds: 60 } });
+    const layered = loadConfig({ file: cfg, env: { INTERLOCK_RATE_LIMIT_IDENTITY_WINDOW_SECONDS: '10' }, overrides: { rate_limits: { per_source: { points: 5 } } } });
+    expect(layered.rate_limits).toEqual({ per_identity: { points: 60, window_seconds: 10 }, per_source: { points: 5, window_seconds: 30 } });
+    // Bounds and unknown keys still hold for a partial object.
+    const bad = file('bad-rate.yaml', 'rate_limits:\n  per_identity: { points: 0, windows: 5 }\n');
+    expect(problems(() => loadConfig({ file: bad, env: {} })).details).toEqual([`${bad} /rate_limits/per_identity: unknown key "windows" (not allowed here)`, `${bad} /rate_limits/per_identity/points: must be >= 1`]);
+  });
+
   test('an unknown key in the file is an error naming the file and path, with a suggestion when one is close (task hnu4b item e)', () => {
     const p = file('typo.yaml', 'listen:\n  prot: 9000\nrequire_aproval: false\n');
     expect(problems(() => loadConfig({ file: p, env: {} }))).toEqual({

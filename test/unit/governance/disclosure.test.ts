@@ -114,7 +114,10 @@ test('describe_source lists only columns a read or write would allow, or an expl
       for (const r of rows) {
         const ref = { schema: r.table_schema, table: r.table_name, column: r.column_name };
         const why = { read: ev.decide(id, 'read', ref), write: ev.decide(id, 'write', ref), describe: explicit.decide(id, 'describe', ref) };
-        expect({ ref, usable: why.describe === 'allow' || (why.describe === 'none' && (why.read === 'allow' || why.write === 'allow')) }).toEqual({ ref, usable: true });
+        // Past a read or write deny only a describe allow naming the column itself counts (task hnu41 item 1).
+        const named = grants.some((g) => g.sourceId === id && g.role.statements.some((s) => s.effect === 'allow' && (s.action === 'describe' || s.action === '*') && s.resource.split('.').length === 3 && s.resource.split('.')[2] === r.column_name && ['*', r.table_schema].includes(s.resource.split('.')[0]) && ['*', r.table_name].includes(s.resource.split('.')[1])));
+        const usable = why.describe !== 'deny' && (why.read === 'allow' || why.write === 'allow' || (why.read === 'deny' || why.write === 'deny' ? named : why.describe === 'allow'));
+        expect({ ref, usable }).toEqual({ ref, usable: true });
       }
     }),
     { numRuns: 300 },
@@ -134,6 +137,27 @@ test('describe_source: a column denied to read is not listed, nor a key holding 
   };
   expect(await of('me')).toEqual({ columns: ['x', 'y'], keys: [['x']] });
   expect(await of('you')).toEqual({ columns: ['x', 'y', 'z'], keys: [['x'], ['y', 'z']] });
+});
+
+// Task hnu41 item 1 (a new user's finding): a wildcard `allow describe public.*` listed every column a
+// `deny read` refuses, though describe_access hid it; only a describe allow naming the column lists it.
+test('describe_source: a wildcard describe allow does not list a column denied to read; describe_access agrees', async () => {
+  const store = build({ roles: [], grants: [], disabled: [], denyPolicies: [] });
+  const base = [{ effect: 'allow', action: 'read', resource: 's1.*' }, { effect: 'allow', action: 'describe', resource: 's1.*' }, { effect: 'deny', action: 'read', resource: 's1.a.z' }, { effect: 'deny', action: 'read', resource: 's1.b.y' }];
+  store.grants.push({ identityId: 'me', sourceId: 'src1', role: { name: 'analyst', statements: base } as never });
+  store.grants.push({ identityId: 'you', sourceId: 'src1', role: { name: 'named', statements: [...base, { effect: 'allow', action: 'describe', resource: 's1.a.z' }, { effect: 'allow', action: 'describe', resource: 's1.b.*' }] } as never });
+  const rl = memoryRateLimiter({ perIdentity: { points: 1e6, windowSeconds: 60 }, perSource: { points: 1e6, windowSeconds: 60 } });
+  const deps = { store, rateLimiter: rl, catalog: (s: { id: string }) => store.loadCatalog(s.id) };
+  const of = async (who: string) => {
+    const s = structured(await describeSourceHandler(deps)({ source_id: 'src1' }, ctx(who)))!;
+    const access = structured(await describeAccessHandler(deps)({ source_id: 'src1' }, ctx(who)))!;
+    const tables = (access.src1 as { resources: { tables: Array<{ table: string; columns: string[] }> } }).resources.tables;
+    const listed = (t: string) => s.rows.filter((r: { table_schema: string; table_name: string }) => r.table_schema === 's1' && r.table_name === t).map((r: { column_name: string }) => r.column_name);
+    return { source: { a: listed('a'), b: listed('b') }, access: { a: tables.find((t) => t.table === 's1.a')!.columns, b: tables.find((t) => t.table === 's1.b')!.columns } };
+  };
+  expect(await of('me')).toEqual({ source: { a: ['x', 'y'], b: ['x', 'z'] }, access: { a: ['x', 'y'], b: ['x', 'z'] } });
+  // `s1.a.z` names the column: listed (still not readable); `s1.b.*` is a relation wildcard: not.
+  expect(await of('you')).toEqual({ source: { a: ['x', 'y', 'z'], b: ['x', 'z'] }, access: { a: ['x', 'y'], b: ['x', 'z'] } });
 });
 
 test('describe_access readable columns agree with what interlock_query allows', async () => {

@@ -39,6 +39,13 @@ describe('AccessEvaluator', () => {
     expect(e.decide('db', 'describe', { schema: 'public', table: 'u', column: 'note' })).toBe('deny');
     expect(e.decide('db', 'read', { schema: 'public', table: 't', column: 'secret' })).toBe('deny');
   });
+  test('a wildcard describe allow does not describe a column a read deny refuses; one naming the column does (task hnu41 item 1)', () => {
+    const e = new AccessEvaluator([
+      { sourceId: 'db', role: role('analyst', [['allow', 'read', 'public.*'], ['allow', 'describe', 'public.*'], ['deny', 'read', 'public.employee.ssn'], ['deny', 'read', 'public.emp_directory.tax_id'], ['deny', 'read', 'public.emp_directory.pin'], ['allow', 'describe', 'public.emp_directory.*'], ['allow', 'describe', 'public.*.pin'], ['allow', 'describe', 'public.audit_log']]) },
+    ]);
+    const d = (table: string, column?: string) => e.decide('db', 'describe', { schema: 'public', table, ...(column ? { column } : {}) });
+    expect([d('employee', 'ssn'), d('employee', 'name'), d('emp_directory', 'tax_id'), d('emp_directory', 'pin'), d('audit_log', 'id'), d('audit_log')]).toEqual(['deny', 'allow', 'deny', 'allow', 'allow', 'allow']);
+  });
   test('zero-column reads need a table pattern or one readable column; a table deny wins', () => {
     expect(ev.decideTable('db', 'read', 'hr', 'people', ['name', 'ssn'])).toBe('allow');
     expect(ev.decideTable('db', 'read', 'hr', 'salary', ['amount'])).toBe('deny');

@@ -10,6 +10,7 @@ import type { RelationName, SourceCatalog } from '../../../src/sql/catalog-types
 import { relationKey, type LiveRelationTree } from '../../../src/sql/hierarchy';
 import { policyStep } from '../../../src/pipeline/04-policy';
 import { checkHierarchy } from '../../../src/pipeline/hierarchy-check';
+import { namedDenyMessage } from '../../../src/pipeline/03-authorize';
 import type { QueryConnector } from '../../../src/pipeline/07-execute';
 
 beforeAll(() => initSqlParser());
@@ -67,7 +68,8 @@ test('a table attached under a masked parent after the scan is masked on the nex
 test('a column deny on the new parent refuses the read', async () => {
   const c = connector({ late: { ancestors: [{ schema: 'public', name: 'm' }], descendants: [] } });
   const { result } = await check('SELECT v FROM late', [...ALL, { effect: 'deny', action: 'read', resource: 'public.m.v' }], [], c);
-  expect(result).toEqual({ ok: false, outcome: { kind: 'refusal', code: 'source_role_denied', message: expect.stringContaining('no source role granted') } });
+  // The parent's deny statement names the column: the refusal names it (task hnu41 item 2).
+  expect(result).toEqual({ ok: false, outcome: { kind: 'refusal', code: 'source_role_denied', message: namedDenyMessage(['public.m.v'], false, false) } });
 });
 
 test('an unchanged tree keeps the restrictions; a caller without denies or masks is not checked at all', async () => {

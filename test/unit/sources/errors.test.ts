@@ -214,7 +214,11 @@ describe('connectFailureText (operators\' messages: no driver text, host, port o
     [serverError('28P01', 'password authentication failed for user "reader"'), 'the server refused: 28P01 invalid_authorization_specification'],
     [serverError('3D000', 'database "secret_db" does not exist'), 'the server refused: 3D000 invalid_catalog_name'],
     [new Error('Connection terminated due to connection timeout'), 'no answer within the connect timeout'],
-    [new Error('The server does not support SSL connections'), 'TLS negotiation or certificate verification failed'],
+    // Task hnu41 item 5: a server with ssl off is told apart from a failed handshake or certificate check.
+    [new Error('The server does not support SSL connections'), 'the server does not support TLS connections'],
+    [new Error('connect failed', { cause: new Error('The server does not support SSL connections') }), 'the server does not support TLS connections'],
+    [new Error('There was an error establishing an SSL connection'), 'TLS negotiation or certificate verification failed'],
+    [Object.assign(new Error('self-signed certificate'), { code: 'DEPTH_ZERO_SELF_SIGNED_CERT' }), 'TLS negotiation or certificate verification failed'],
     [new Error('something at 10.0.0.7:5432'), 'the connection failed'],
   ])('%s → %s', (err, text) => {
     expect(connectFailureText(err)).toBe(text);
