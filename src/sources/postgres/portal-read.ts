@@ -197,9 +197,15 @@ export class PortalRead {
   unknownTypes: number[] = [];
   private full = false;
   private done = false;
-  private markEnded!: () => void;
-  /** Settles when the statement ended on the wire (ReadyForQuery, an error, or the connection's loss). */
-  readonly ended: Promise<void> = new Promise<void>((r) => (this.markEnded = r));
+  private markEnded: (() => void) | null = null;
+  private endedPromise: Promise<void> | null = null;
+  /**
+   * Settles when the statement ended on the wire (ReadyForQuery, an error, or the connection's loss).
+   * Made when first asked (only a read that gives up asks): no promise per read otherwise (h28s).
+   */
+  get ended(): Promise<void> {
+    return (this.endedPromise ??= this.done ? Promise.resolve() : new Promise<void>((r) => (this.markEnded = r)));
+  }
   private connection: WireConnection | null = null;
   /** The read bound a statement the connection already had (a failure may be a stale plan). */
   usedNamedStatement = false;
@@ -405,7 +411,7 @@ export class PortalRead {
     this.connection?.removeListener('parameterStatus', this.onParameterStatus);
     this.connection?.removeListener('parseComplete', this.onParseComplete);
     this.parsing = [];
-    this.markEnded();
+    this.markEnded?.();
     this.onDone(err);
   }
 
