@@ -14,6 +14,18 @@
  * the live hierarchy guard for `track` (hierarchy.ts standaloneGuard), as an uncached governed
  * point read of a hierarchy-checked caller sends it (issue 28, h28x). Both trees must be built
  * (`npm run -s build`). Run: `BEFORE_ROOT=/path/to/built/checkout npx tsx bench/source-layer.ts`.
+ *
+ * `BENCH_PARTS=1` times the read's pieces apart instead (h28s), each in a sequential loop of
+ * BENCH_PARTS_OPS (default 50,000) awaited operations, process CPU per operation in ns, sides
+ * alternating per piece and round (BENCH_ROUNDS):
+ *  - `breaker run`: SourceBreaker.run of a function returning an already-resolved promise (the
+ *    breaker's own cost per call: opossum's fire() or what replaced it, and the promises around it);
+ *  - `await only`: the same function awaited without the breaker (the reference for the line above);
+ *  - `pool checkout+release`: SourcePools.checkout('reader') of an idle connection, then release();
+ *  - `pg-pool bare`: pg.Pool's callback connect + release on an idle connection without a
+ *    connection timeout (pg-pool's own floor; the line above arms one timer per checkout, as the
+ *    connect-timeout guarantee needs, plus the idle timer per release);
+ *  - `identity slot`: IdentitySlots.tryAcquire + release (the fair share's free-slot path).
  */
 import path from 'node:path';
 import pg from 'pg';
@@ -90,6 +102,118 @@ async function measure(side: Side, ops: number, c: number): Promise<{ own: numbe
   return { own: (u.user + u.system) / ops, db: (db * 1000) / ops };
 }
 
+/** One piece of the read: runs `n` operations sequentially. */
+type Part = (n: number) => Promise<void>;
+
+/** The read's pieces from the compiled tree at `root` (BENCH_PARTS=1); `close` ends its pool. */
+function partsOf(root: string): { parts: Record<string, Part>; close(): Promise<void> } {
+  const load = (rel: string) => require(path.join(root, 'dist', 'src', 'sources', 'postgres', rel)) as Record<string, unknown>;
+  const { SourceBreaker } = load('breaker.js') as { SourceBreaker: new (name: string, threshold: number, reset: number, map: (e: unknown) => Error) => { run<T>(fn: () => Promise<T>): Promise<T>; shutdown(): void } };
+  const { SourcePools } = load('pools.js') as { SourcePools: new (s: unknown, ssl: false, id: string, fail: (e: unknown) => Error) => { checkout(k: 'reader'): Promise<{ release(e?: unknown): void }>; close(): Promise<void> } };
+  const { IdentitySlots } = load('fair-share.js') as { IdentitySlots: new (cap: number, waitMs: number) => { tryAcquire(id: string): (() => void) | null } };
+  const { resolveSettings } = load('settings.js') as { resolveSettings: (s: unknown) => unknown };
+  const breaker = new SourceBreaker('bench', 5, 30_000, (e) => e as Error);
+  const pools = new SourcePools(resolveSettings({ ...conn, database: DB, reader: { user: conn.user }, pool_size: 5 }), false, 'bench', (e) => e as Error);
+  const slots = new IdentitySlots(5, 0);
+  const done = Promise.resolve(1);
+  const ok = () => done;
+  let sink = 0;
+  return {
+    parts: {
+      'breaker run': async (n) => {
+        for (let i = 0; i < n; i++) sink += await breaker.run(ok);
+      },
+      'await only': async (n) => {
+        for (let i = 0; i < n; i++) sink += await ok();
+      },
+      'pool checkout+release': async (n) => {
+        for (let i = 0; i < n; i++) (await pools.checkout('reader')).release();
+      },
+      'identity slot': async (n) => {
+        for (let i = 0; i < n; i++) {
+          const release = slots.tryAcquire('bench-identity');
+          if (release) release();
+          else sink++;
+        }
+      },
+    },
+    close: async () => {
+      breaker.shutdown();
+      await pools.close();
+      if (sink < 0) console.log(sink);
+    },
+  };
+}
+
+/** pg-pool's own checkout + release on an idle connection (callback form, no connection timeout): the floor of the pool piece. */
+function pgPoolPart(): { part: Part; close(): Promise<void> } {
+  const pool = new pg.Pool({ ...conn, database: DB, max: 5 });
+  pool.on('error', () => undefined);
+  const once = () =>
+    new Promise<void>((resolve, reject) =>
+      pool.connect((err, c) => {
+        if (err || !c) return reject(err);
+        c.release();
+        resolve();
+      }),
+    );
+  return {
+    part: async (n) => {
+      for (let i = 0; i < n; i++) await once();
+    },
+    close: () => pool.end(),
+  };
+}
+
+/** BENCH_PARTS=1: the pieces of both trees, ns of process CPU per operation, medians of `rounds`. */
+async function runParts(before: string | null, rounds: number): Promise<void> {
+  const ops = envInt('BENCH_PARTS_OPS', 50_000);
+  console.log(`# source layer pieces: process CPU ns per operation, sequential, ${rounds} rounds × ${ops} ops`);
+  console.log(machineLine());
+  const sides: Array<{ name: string; parts: Record<string, Part>; close(): Promise<void> }> = [];
+  if (before) sides.push({ name: 'before', ...partsOf(before) });
+  sides.push({ name: 'after', ...partsOf(ROOT) });
+  const bare = pgPoolPart();
+  try {
+    const names = [...Object.keys(sides[sides.length - 1].parts), 'pg-pool bare'];
+    const partOf = (side: (typeof sides)[number], n: string): Part => (n === 'pg-pool bare' ? bare.part : side.parts[n]);
+    const cpu = async (part: Part, n: number) => {
+      const u0 = process.cpuUsage();
+      await part(n);
+      const u = process.cpuUsage(u0);
+      return ((u.user + u.system) * 1000) / n;
+    };
+    for (const side of sides) for (const n of names) await cpu(partOf(side, n), ops / 5); // warm-up: JIT, connections
+    const got = new Map<string, number[]>();
+    for (let r = 0; r < rounds; r++) {
+      for (const n of names) {
+        const order = r % 2 ? [...sides].reverse() : sides;
+        for (const side of order) {
+          const k = `${side.name}\u0000${n}`;
+          got.set(k, [...(got.get(k) ?? []), await cpu(partOf(side, n), ops)]);
+        }
+      }
+    }
+    const med = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
+    const cell = (side: string, n: string) => {
+      const xs = got.get(`${side}\u0000${n}`);
+      return xs ? `${med(xs).toFixed(0)} (${Math.min(...xs).toFixed(0)}–${Math.max(...xs).toFixed(0)})` : '';
+    };
+    const ratio = (n: string) => {
+      const a = got.get(`after\u0000${n}`);
+      const b = got.get(`before\u0000${n}`);
+      if (!a || !b) return '';
+      const rs = a.map((x, i) => x / b[i]).sort((p, q) => p - q);
+      return `${rs[Math.floor(rs.length / 2)].toFixed(2)}×`;
+    };
+    console.log(table(['piece', 'before ns/op (range)', 'after ns/op (range)', 'after ÷ before (paired)'], names.map((n) => [n, cell('before', n), cell('after', n), ratio(n)])));
+    console.log(machineLine());
+  } finally {
+    for (const s of sides) await s.close().catch(() => undefined);
+    await bare.close().catch(() => undefined);
+  }
+}
+
 async function main(): Promise<void> {
   const ops = envInt('BENCH_OPS', 4000);
   const rounds = envInt('BENCH_ROUNDS', 7);
@@ -108,6 +232,7 @@ async function main(): Promise<void> {
     await setup.query('CREATE TABLE track (id int PRIMARY KEY, name text NOT NULL, album_id int, genre_id int, composer text, milliseconds int NOT NULL, unit_price numeric(10,2) NOT NULL)');
     await setup.query(`INSERT INTO track SELECT i, 'Track number ' || i, i % 300, i % 25, CASE WHEN i % 3 = 0 THEN NULL ELSE 'Composer ' || i END, 200000 + i, 0.99 FROM generate_series(1, ${ROWS}) i`);
     await setup.end();
+    if (process.env.BENCH_PARTS === '1') return await runParts(before, rounds);
     sides.push(pgSide(poolSize));
     if (before) sides.push(connectorSide('before', before, poolSize));
     sides.push(connectorSide('after', ROOT, poolSize));

@@ -3,10 +3,25 @@
  * consecutive source failures and refuses at once (`circuit_open`) until `resetTimeout` has passed,
  * then lets one half-open probe through. Only SourceErrors with `sourceFailure` set count, and
  * errors.ts sets it only for failures health.ts says are the source's (never the statement's own).
+ *
+ * opossum keeps the state machine (open, half-open after `resetTimeout`, the one probe, close). A
+ * call while the circuit is closed — every call of a healthy source — runs without opossum's
+ * fire() (issue 28, h28s): fire() adds per call a promise of its own, a semaphore promise, a
+ * then/catch pair, the 'fire' and 'success' events, two clock reads and rolling statistics that
+ * nothing here reads (its error-rate rule is disabled). Such a call settles the breaker exactly as
+ * fire() would: a success, or a failure the error filter passes over, resets the count and closes a
+ * circuit that went half-open meanwhile; a source failure counts, and opens a half-open circuit
+ * (test/unit/sources/breaker.test.ts pins both paths). While the circuit is open or half-open every
+ * call goes through fire(), which refuses it or lets it be the probe.
  */
 import CircuitBreaker from 'opossum';
 import type { Logger } from 'pino';
 import { SourceError, localFailure } from './errors';
+
+/** Whether a failure counts against the source's health (errors.ts sets `sourceFailure` only for those). */
+function isSourceFailure(err: unknown): boolean {
+  return err instanceof SourceError && err.sourceFailure;
+}
 
 /** Circuit state of a source. */
 export type BreakerState = 'closed' | 'open' | 'half_open';
@@ -44,12 +59,11 @@ export class SourceBreaker {
       volumeThreshold: Number.MAX_SAFE_INTEGER,
       rollingCountTimeout: rollingWindowMs,
       rollingPercentilesEnabled: false,
-      errorFilter: (err: unknown) => !(err instanceof SourceError && err.sourceFailure),
+      // No 'snapshot' listener: without this, each breaker adds the rolling totals every bucket (a timer per source).
+      enableSnapshots: false,
+      errorFilter: (err: unknown) => !isSourceFailure(err),
     });
-    this.breaker.on('failure', () => {
-      this.consecutiveFailures++;
-      if (this.consecutiveFailures >= this.failureThreshold && this.breaker.closed) this.breaker.open();
-    });
+    this.breaker.on('failure', () => this.countFailure());
     this.breaker.on('success', () => {
       this.consecutiveFailures = 0;
     });
@@ -75,16 +89,58 @@ export class SourceBreaker {
     return 'closed';
   }
 
-  /** Runs `fn` through the breaker; rejects only with SourceErrors ('circuit_open' when open). */
+  /**
+   * Runs `fn` through the breaker; rejects only with SourceErrors ('circuit_open' when open, without
+   * calling `fn`). A synchronous throw of `fn` is a rejection. Closed: `fn` runs at once and its
+   * outcome settles the breaker (see the module comment); otherwise opossum's fire() decides.
+   */
   run<T>(fn: () => Promise<T>): Promise<T> {
-    return (this.breaker.fire(fn) as Promise<T>).catch((err: unknown) => {
-      if (err instanceof SourceError) throw err;
-      const code = (err as { code?: unknown })?.code;
-      if (code === 'EOPENBREAKER') throw new SourceError('circuit_open');
-      if (code === 'ESHUTDOWN') throw localFailure('the source connector is closed');
-      throw this.toSourceError(err);
-    });
+    if (!this.breaker.closed) return (this.breaker.fire(fn) as Promise<T>).catch(this.rejected);
+    let p: Promise<T>;
+    try {
+      p = fn();
+    } catch (err) {
+      p = Promise.reject(err);
+    }
+    return p.then(this.succeeded as (v: T) => T, this.failed);
   }
+
+  /** A closed-circuit call's success: as opossum's 'success' (count reset; a half-open circuit closes). */
+  private readonly succeeded = (value: unknown): unknown => {
+    this.settledWell();
+    return value;
+  };
+
+  /** A closed-circuit call's failure: as opossum's error filter, then 'failure' and its half-open rule. */
+  private readonly failed = (err: unknown): never => {
+    if (!isSourceFailure(err)) this.settledWell();
+    else if (!this.breaker.isShutdown) {
+      this.countFailure();
+      if (this.breaker.halfOpen) this.breaker.open(); // opossum's fail(): a failure while half-open reopens
+    }
+    return this.rejected(err);
+  };
+
+  private settledWell(): void {
+    if (this.breaker.isShutdown) return; // opossum's listeners are gone after shutdown
+    this.consecutiveFailures = 0;
+    if (this.breaker.halfOpen) this.breaker.close();
+  }
+
+  /** One more consecutive source failure; the threshold opens a closed circuit. */
+  private countFailure(): void {
+    this.consecutiveFailures++;
+    if (this.consecutiveFailures >= this.failureThreshold && this.breaker.closed) this.breaker.open();
+  }
+
+  /** Maps a rejection to the SourceError the caller sees (opossum's own codes, else `toSourceError`). */
+  private readonly rejected = (err: unknown): never => {
+    if (err instanceof SourceError) throw err;
+    const code = (err as { code?: unknown })?.code;
+    if (code === 'EOPENBREAKER') throw new SourceError('circuit_open');
+    if (code === 'ESHUTDOWN') throw localFailure('the source connector is closed');
+    throw this.toSourceError(err);
+  };
 
   /** Stops the breaker (later calls reject with a local failure). */
   shutdown(): void {
