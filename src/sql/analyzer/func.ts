@@ -15,7 +15,7 @@ import type { PreparedRoutine } from '../prepared-catalog';
 import { aggregateModifiers, isPlainCount } from './agg';
 import { checkFields, constString, hasOwn, type N, q, Refusal, strings } from './nodes';
 import type { Ctx, WalkState } from './state';
-import { consume, countUse } from './uses';
+import { consume, countUse, functionRead } from './uses';
 
 const VOL_RANK: Record<string, number> = { immutable: 0, stable: 1, volatile: 2 };
 
@@ -51,6 +51,8 @@ function resolveFunction(st: WalkState, parts: string[]): PreparedRoutine {
       throw new Refusal('function_not_allowed', `function ${q(c.schema + '.' + c.name)} is volatile (may have side effects)`);
     }
     if (isCacheBreaking(c.schema, c.name, c.volatility)) st.cacheable = false;
+    // A user function's body may read relations the statement does not name (task hfn).
+    if (!BUILTIN_SCHEMAS.has(c.schema)) functionRead(st, c.schema, c.name);
     if (VOL_RANK[c.volatility] > VOL_RANK[worst.volatility]) worst = c;
   }
   const first = candidates[0];
