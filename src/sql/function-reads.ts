@@ -277,10 +277,14 @@ function stringBody(cat: PreparedCatalog, r: CatalogRoutine, d: Direct): boolean
       if (key === 'RangeVar') rangeVars.push(v as Node);
       else if (key === 'CommonTableExpr') ctes.add(String((v as Node).ctename));
       else if (key === 'FuncCall') funcs.push(names((v as Node).funcname));
-      else if (key === 'A_Expr' || key === 'SortBy') {
-        const list = key === 'A_Expr' ? (v as Node).name : (v as Node).useOp;
+      else if (key === 'A_Expr' || key === 'SortBy' || key === 'SubLink') {
+        const list = key === 'A_Expr' ? (v as Node).name : key === 'SortBy' ? (v as Node).useOp : (v as Node).operName;
         if (list) opers.push(names(list));
+        // `x IN (SELECT …)` and `x = ANY (SELECT …)` without a name compare with `=`.
+        else if (key === 'SubLink' && (v as Node).testexpr) opers.push(['=']);
       } else if (key === 'TypeName') casts.push(names((v as Node).names));
+      // Simple CASE, JOIN USING and NATURAL JOIN compare with `=` without naming it.
+      else if ((key === 'CaseExpr' && (v as Node).arg) || (key === 'JoinExpr' && ((v as Node).usingClause || (v as Node).isNatural))) opers.push(['=']);
       walk(v);
     }
   };

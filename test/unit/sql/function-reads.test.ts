@@ -113,3 +113,15 @@ test('the analysis reports what the user functions it runs may read, only when t
   const b = analyzeSql('SELECT upper(ssn) FROM employee', cat);
   expect(b.ok && 'functionReads' in b).toBe(false);
 });
+
+test('a user operator a string body may use is followed, named or implied (IN, simple CASE, USING)', () => {
+  const spy = (body: string) =>
+    catalog([sqlFn('public', 'f', body), sqlFn('public', 'op_fn', 'SELECT ssn FROM employee')], {
+      operatorCode: [['public', '=', 25, 25, 'public', 'op_fn']],
+      operators: [{ schema: 'public', name: '=', volatility: 'stable' }, { schema: 'pg_catalog', name: '=', volatility: 'immutable' }],
+    });
+  for (const body of ["SELECT $1 = 'x'", "SELECT $1 IN (SELECT 'x')", "SELECT CASE $1 WHEN 'x' THEN 1 END", 'SELECT 1 FROM dept a JOIN dept b USING (dept_id)']) {
+    const cat = spy(body);
+    expect([body, reads(cat, 'f').relations]).toEqual([body, expect.arrayContaining([{ schema: 'public', name: 'employee' }])]);
+  }
+});
