@@ -17,6 +17,7 @@ import { scanSource } from '../../../src/control/scan';
 import { loadCatalog } from '../../../src/control/catalog';
 import { addPolicy } from '../../../src/control/policies';
 import { updateSource } from '../../../src/control/sources';
+import { unprovableViews } from '../../../src/sql/analyze';
 
 let env: GovernedEnv;
 let admin: pg.Client;
@@ -72,6 +73,8 @@ beforeAll(async () => {
     CREATE FUNCTION ssn_is(i int, s text) RETURNS boolean LANGUAGE sql STABLE AS $$ SELECT EXISTS (SELECT 1 FROM staff WHERE emp_id = i AND ssn = s) $$;
     CREATE OPERATOR =%= (LEFTARG = int, RIGHTARG = text, FUNCTION = ssn_is);
     CREATE VIEW v_ssn AS SELECT emp_id, emp_ssn(emp_id) AS s FROM staff;
+    CREATE VIEW v_twice AS SELECT emp_id, twice(dept_id) AS d2, dept_title(dept_id) AS title FROM staff;
+    CREATE VIEW v_sal AS SELECT emp_id, emp_sal(emp_id) AS pay FROM staff;
     GRANT SELECT ON ALL TABLES IN SCHEMA public TO ${admin.escapeIdentifier(env.demo.readerRole)};`);
   await scanSource(env.db, 'chinook');
   await upsertRole(env.db, {
@@ -185,6 +188,22 @@ test('a plpgsql function is opaque: refused, allowed once the source trusts it',
 test('a view calling the function, with a deny on the base column, is refused', async () => {
   const r = await refusal('SELECT s FROM v_ssn WHERE emp_id = 1');
   expect(r).toMatchObject({ status: 'forbidden', code: 'source_role_denied' });
+  // The view's other column does not run the function.
+  expect(await rows('SELECT emp_id FROM v_ssn ORDER BY emp_id LIMIT 1')).toEqual([{ emp_id: 1 }]);
+});
+
+test("a view's columns computed by analysable functions have proven lineage (a caller with a read deny elsewhere may read them)", async () => {
+  // Before task hfn every user function made the column unprovable: refused to any caller with a read deny.
+  expect(await rows('SELECT emp_id, d2, title FROM v_twice WHERE emp_id = 1')).toEqual([{ emp_id: 1, d2: 20, title: 'Research' }]);
+  const cat = await loadCatalog(env.db, 'chinook');
+  expect(unprovableViews(cat!).filter((v) => v.includes('v_'))).toEqual([]);
+});
+
+test("a view column computed by a function reading a masked column is masked (no denies)", async () => {
+  await asRole('hr-open', [{ effect: 'allow', action: 'read', resource: 'public.*' }], async () => {
+    expect(await rows('SELECT emp_id, pay FROM v_sal WHERE emp_id = 3')).toEqual([{ emp_id: 3, pay: '***' }]);
+    expect(await refusal('SELECT emp_id FROM v_sal WHERE pay > 100000')).toMatchObject({ status: 'forbidden', code: 'policy_denied' });
+  });
 });
 
 test('a user operator implemented by a data-reading function is refused', async () => {
