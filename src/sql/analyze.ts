@@ -335,7 +335,7 @@ export async function analyzeSqlAsync(sql: string, catalog: SourceCatalog | Prep
 
 /**
  * Views and materialized views of `catalog` whose column lineage cannot be proven (src/sql/views.ts:
- * no recorded definition, a definition that does not parse or is refused, a function outside
+ * no recorded definition, a definition that does not parse or is refused, an operator or an opaque function outside
  * `pg_catalog`, a cycle), as `schema.name`, sorted. Reads of their columns fail closed (masked for
  * callers with masks, refused for callers with read denies), so the catalogue scan reports them to
  * operators. Requires `initSqlParser()`; the expansion is cached per prepared catalogue.

@@ -151,7 +151,7 @@ export interface SqlAnalysisOk {
   viewSources: ColumnRef[];
   /**
    * True when a used view column has unprovable lineage (no recorded definition, a definition that
-   * does not parse or is refused, a function outside `pg_catalog`, a cycle): it may carry any
+   * does not parse or is refused, an operator or an opaque function (function-reads.ts) outside `pg_catalog`, a cycle): it may carry any
    * column, so a caller with any read deny on the source is refused (fail closed).
    */
   viewUnprovable: boolean;

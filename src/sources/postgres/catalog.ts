@@ -393,6 +393,11 @@ function isPool(client: pg.ClientBase | pg.Pool): client is pg.Pool {
  *   overloads folded per name (most volatile `provolatile` wins; see `CatalogFunction`).
  * - `operators`, `systemRelations`, `unsafeTypes`, `types`, `operatorResolution`: see `SourceCatalog`. Aggregates get the volatility
  *   of their most volatile support function (pg_proc marks every aggregate immutable).
+ * - `routines`, `operatorCode`, `readerRole` (task hfn): every function outside `pg_catalog` and
+ *   `information_schema`, one entry per overload, with its language, SECURITY DEFINER, `proconfig`,
+ *   owner and body (`prosrc` of a LANGUAGE sql string body; `pg_depend` records of a SQL-standard
+ *   body); the implementing function of every user operator; the scanning role's name (see
+ *   `CatalogRoutine`; src/sql/function-reads.ts decides what a call may read from them).
  * - `searchPath`: `current_schemas(false)` for the connection's role.
  * - `serverVersionNum`: `server_version_num` (e.g. 150004, 180004).
  * - `columnTypes`: the columns' types and the types they are built on (see `SourceCatalog`); each

@@ -116,9 +116,9 @@ export interface Doors {
 export interface WalkState {
   readonly cat: PreparedCatalog;
   /**
-   * This state walks a view's definition (views.ts), where a call of a function whose body is not
-   * analysed (outside pg_catalog, or shadowable by one outside it) yields a value of unprovable
-   * lineage (`LIN_ANY`).
+   * This state walks a view's definition (views.ts), where a call of a user function (outside
+   * pg_catalog, or shadowable by one outside it) yields a value carrying every column its body may
+   * read (function-reads.ts), or of unprovable lineage (`LIN_ANY`) when that body cannot be analysed.
    */
   readonly viewBody: boolean;
   readonly doors: Doors;
