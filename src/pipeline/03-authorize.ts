@@ -206,8 +206,8 @@ export function functionDeniedMessage(f: FunctionRead, column?: string): string 
  * column of every relation each function's body may read must be readable by the caller, as if the
  * statement read it (deny wins, hierarchy included); else `source_role_denied` with
  * functionDeniedMessage, naming the function, and the column when the caller may describe it.
- * Opaque functions (body not analysable) are refused or trusted per source by `untrustedFunction`
- * (src/pipeline/query.ts), which is not cached with the analysis.
+ * Opaque functions (body not analysable) are refused or trusted per source by `untrustedFunction`,
+ * which is not cached with the analysis.
  */
 export function authorizeFunctionReads(evaluator: AccessEvaluator, sourceId: string, a: OkAnalysis, catalog: SourceCatalog, hierarchy: RelationHierarchy): ToolOutcome | null {
   for (const f of a.functionReads ?? []) {
@@ -220,6 +220,23 @@ export function authorizeFunctionReads(evaluator: AccessEvaluator, sourceId: str
         return { kind: 'refusal', code: 'source_role_denied', message: functionDeniedMessage(f, describable ? `${c.schema}.${c.table}.${c.column}` : undefined) };
       }
     }
+  }
+  return null;
+}
+
+/**
+ * Task hfn: a user function whose body InterLock cannot analyse (`FunctionRead.opaque`: another
+ * language than SQL, an unparsable body, an unknown relation, …) may read anything, so the call is
+ * refused `function_not_allowed` unless the source's `trusted_functions` names it ("schema.name",
+ * the function the statement runs; docs/operators.md). Not cached with the analysis: the source's
+ * settings may change without a rescan: src/pipeline/query.ts calls it after the cached step, and
+ * src/approvals/execute.ts again before an approved write runs. Returns the refusal, or null.
+ */
+export function untrustedFunction(analysis: OkAnalysis, trusted: unknown): ToolOutcome | null {
+  const list = Array.isArray(trusted) ? (trusted as unknown[]) : [];
+  for (const f of analysis.functionReads ?? []) {
+    if (f.opaque === undefined || list.includes(`${f.schema}.${f.name}`)) continue;
+    return { kind: 'refusal', code: 'function_not_allowed', message: `The ${functionLabel(f)} ${f.opaque}, so InterLock cannot tell what it reads; it is refused unless an operator lists it in the source's trusted_functions.` };
   }
   return null;
 }

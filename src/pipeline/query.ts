@@ -6,7 +6,7 @@
  */
 import { createHash } from 'node:crypto';
 import type { Pool } from 'pg';
-import { analyzeSql, complexityLimitsFromSettings, type SqlAnalysis } from '../sql/analyze';
+import { analyzeSql, complexityLimitsFromSettings } from '../sql/analyze';
 import type { ComplexityLimits } from '../sql/complexity';
 import type { SourceCatalog } from '../sql/catalog-types';
 import type { AccessEvaluator } from '../governance/evaluator';
@@ -14,7 +14,7 @@ import type { GovernanceStore, MaybePromise, SourceRecord } from '../governance/
 import type { ToolCallContext, ToolHandler, ToolOutcome } from './types';
 import { TOOL_DEFAULTS } from './types';
 import { sourceStep } from './02-source';
-import { analysisRefusal, authorizeStatement, functionLabel } from './03-authorize';
+import { analysisRefusal, authorizeStatement, untrustedFunction } from './03-authorize';
 import { policyStep } from './04-policy';
 import { rateLimitStep, type RateLimiter } from './05-rate-limit';
 import { writeSafetyStep } from './06-write-safety';
@@ -391,21 +391,6 @@ export function authorizeSql(evaluator: AccessEvaluator, sourceId: string, sql: 
   return { analysis, relations, denied: authorizeStatement(evaluator, sourceId, analysis, catalog) };
 }
 
-/**
- * Task hfn: a user function whose body InterLock cannot analyse (`FunctionRead.opaque`: another
- * language than SQL, an unparsable body, an unknown relation, …) may read anything, so the call is
- * refused `function_not_allowed` unless the source's `trusted_functions` names it ("schema.name",
- * the function the statement runs; docs/operators.md). Not cached with the analysis: the source's
- * settings may change without a rescan. Returns the refusal, or null.
- */
-export function untrustedFunction(analysis: Extract<SqlAnalysis, { ok: true }>, trusted: unknown): ToolOutcome | null {
-  const list = Array.isArray(trusted) ? (trusted as unknown[]) : [];
-  for (const f of analysis.functionReads ?? []) {
-    if (f.opaque === undefined || list.includes(`${f.schema}.${f.name}`)) continue;
-    return { kind: 'refusal', code: 'function_not_allowed', message: `The ${functionLabel(f)} ${f.opaque}, so InterLock cannot tell what it reads; it is refused unless an operator lists it in the source's trusted_functions.` };
-  }
-  return null;
-}
 
 /**
  * The interlock_query success result (contract: interlock_query; issue 23 item 4): the first text

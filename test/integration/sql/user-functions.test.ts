@@ -18,6 +18,7 @@ import { loadCatalog } from '../../../src/control/catalog';
 import { addPolicy } from '../../../src/control/policies';
 import { updateSource } from '../../../src/control/sources';
 import { unprovableViews } from '../../../src/sql/analyze';
+import { approveAndExecute } from '../../../src/approvals/execute';
 
 let env: GovernedEnv;
 let admin: pg.Client;
@@ -221,4 +222,24 @@ test('a pure function still works; a function reading only allowed columns works
   await refusal('SELECT emp_ssn(1)');
   const ref = await env.db.pool.query<{ decision: string; relations: string[] }>("SELECT decision, relations FROM audit_events WHERE kind = 'tool_call' ORDER BY id DESC LIMIT 1");
   expect(ref.rows[0]).toEqual({ decision: 'refused', relations: ['public.staff'] });
+});
+
+test('an approved write calling an opaque function runs only while the source still trusts it', async () => {
+  const trust = async (list: string[] | null) => {
+    await updateSource(env.db, 'chinook', { settings: { trusted_functions: list } }, { operator: 'test' });
+    env.gateway.store.invalidate('*');
+  };
+  const queue = async (id: number): Promise<string> => {
+    const res = await query(`INSERT INTO playlist (playlist_id, name) VALUES (pl_double(${id}), 'hfn')`);
+    expect(res.structuredContent).toMatchObject({ status: 'queued' });
+    return res.structuredContent.approval_id;
+  };
+  await trust(['public.pl_double']);
+  const kept = await queue(4601);
+  const dropped = await queue(4602);
+  expect(await approveAndExecute(env.db, kept, { operator: 'ops-hfn' })).toMatchObject({ state: 'executed', rowCount: 1 });
+  await trust(null);
+  expect(await approveAndExecute(env.db, dropped, { operator: 'ops-hfn' })).toMatchObject({ state: 'failed', errorCode: 'classification_changed' });
+  const got = await admin.query("SELECT playlist_id FROM playlist WHERE name = 'hfn' ORDER BY 1");
+  expect(got.rows).toEqual([{ playlist_id: 9202 }]);
 });
