@@ -1836,6 +1836,8 @@ export interface components {
             max_concurrent_per_identity?: number;
             /** @description Longest a call waits for one of its identity's concurrent-statement slots on this source (default 2000). */
             identity_wait_ms?: number;
+            /** @description User functions ("schema.name", as PostgreSQL stores the names) whose bodies InterLock cannot analyse (LANGUAGE plpgsql, C, …; task hfn) and that the operator vouches for: a statement calling one directly is no longer refused as function_not_allowed. Trust only functions that read nothing any caller of this source may not see; what a trusted function reads is not checked against roles or masks, and callers with row rules are still refused. Functions InterLock can analyse (LANGUAGE sql) need no entry: their reads are checked. Default: none. */
+            trusted_functions?: string[];
             /** @description Tables (or views) of this source that discovery indexes as assets (interlock index SOURCE), read as the reader role. Each row becomes asset <source_id>:<schema>.<table>/<id>. */
             document_tables?: components["schemas"]["documentTable"][];
             /** @description Longest a connection may sit idle inside a transaction (default 10000). */
@@ -1928,6 +1930,8 @@ export interface components {
                     max_concurrent_per_identity?: number;
                     /** @description Longest a call waits for one of its identity's concurrent-statement slots on this source (default 2000). */
                     identity_wait_ms?: number;
+                    /** @description User functions ("schema.name", as PostgreSQL stores the names) whose bodies InterLock cannot analyse (LANGUAGE plpgsql, C, …; task hfn) and that the operator vouches for: a statement calling one directly is no longer refused as function_not_allowed. Trust only functions that read nothing any caller of this source may not see; what a trusted function reads is not checked against roles or masks, and callers with row rules are still refused. Functions InterLock can analyse (LANGUAGE sql) need no entry: their reads are checked. Default: none. */
+                    trusted_functions?: string[];
                     /** @description Tables (or views) of this source that discovery indexes as assets (interlock index SOURCE), read as the reader role. Each row becomes asset <source_id>:<schema>.<table>/<id>. */
                     document_tables?: components["schemas"]["documentTable"][];
                     /** @description Longest a connection may sit idle inside a transaction (default 10000). */

@@ -64,6 +64,12 @@ export interface PostgresSourceSettings {
    */
   identity_wait_ms?: number;
   /**
+   * User functions ("schema.name", as PostgreSQL stores the names) whose bodies InterLock cannot analyse (LANGUAGE plpgsql, C, …; task hfn) and that the operator vouches for: a statement calling one directly is no longer refused as function_not_allowed. Trust only functions that read nothing any caller of this source may not see; what a trusted function reads is not checked against roles or masks, and callers with row rules are still refused. Functions InterLock can analyse (LANGUAGE sql) need no entry: their reads are checked. Default: none.
+   *
+   * @maxItems 1000
+   */
+  trusted_functions?: string[];
+  /**
    * Tables (or views) of this source that discovery indexes as assets (interlock index SOURCE), read as the reader role. Each row becomes asset <source_id>:<schema>.<table>/<id>.
    *
    * @maxItems 100

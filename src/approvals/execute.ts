@@ -17,7 +17,7 @@ import { requesterProblem } from './requester';
 import { DbGovernanceStore } from '../governance/db-store';
 import { AccessEvaluator } from '../governance/evaluator';
 import { analyzeSql, complexityLimitsFromSettings, initSqlParser } from '../sql/analyze';
-import { authorizeStatement } from '../pipeline/03-authorize';
+import { authorizeStatement, untrustedFunction } from '../pipeline/03-authorize';
 import { policyStep } from '../pipeline/04-policy';
 import { hasAnyRowRules, planRowRules, type RowRulePlan } from '../pipeline/row-rules';
 import { runPlannedWrite } from './row-write';
@@ -132,6 +132,8 @@ async function recheck(db: ControlDb, a: ApprovalRecord, now: Date, connectorFor
   const evaluator = new AccessEvaluator(await store.grantsForIdentity(a.identityId));
   if (!evaluator.hasGrant(a.sourceId)) return no('source_role_denied');
   if (authorizeStatement(evaluator, a.sourceId, analysis, catalog)) return no('source_role_denied');
+  // A user function InterLock cannot analyse that the source no longer trusts (task hfn).
+  if (untrustedFunction(analysis, source.settings.trusted_functions)) return no('classification_changed');
   const policies = await store.activePolicies();
   const subject = { identityId: a.identityId, identityName: a.identityName, roles: evaluator.roleNames(a.sourceId), sourceId: a.sourceId };
   const pol = policyStep(policies, subject, analysis, catalog, now);

@@ -13,6 +13,7 @@ import type { RelationName } from '../sql/catalog-types';
 import { isViewRelation, viewLineage } from '../sql/view-lineage';
 import { referentialReach } from '../sql/referential-reach';
 import { scanSql, type SqlToken } from '../sql/parser';
+import type { FunctionRead } from '../sql/types';
 import type { ToolOutcome } from './types';
 
 type OkAnalysis = Extract<SqlAnalysis, { ok: true }>;
@@ -169,6 +170,8 @@ export function authorizeStatement(evaluator: AccessEvaluator, sourceId: string,
   // Views (issue 12; rt1 RT1-3): what feeds the views read (viewLineageDenied). deniedText lexes the
   // statement only on this refusal's path.
   if (viewLineageDenied(evaluator, sourceId, a, catalog, hierarchy)) return { kind: 'refusal', code: 'source_role_denied', message: deniedText(sql) };
+  const fn = authorizeFunctionReads(evaluator, sourceId, a, catalog, hierarchy);
+  if (fn) return fn;
   return a.writes.length ? authorizeReferentialWrites(evaluator, sourceId, a, catalog, hierarchy) : null;
 }
 
@@ -263,6 +266,61 @@ export function authorizeReferentialWrites(evaluator: AccessEvaluator, sourceId:
         return { kind: 'refusal', code: 'source_role_denied', message: CASCADE_DENIED_MESSAGE };
       }
     }
+  }
+  return null;
+}
+
+/** How a refusal names a function the statement runs: `function s.f`, or `operator s.op (function s.f)`. */
+export function functionLabel(f: FunctionRead): string {
+  return f.operator !== undefined ? `operator ${f.operator} (function ${f.schema}.${f.name})` : `function ${f.schema}.${f.name}`;
+}
+
+/**
+ * The refusal of a call of a user function that may read what the caller may not (task hfn).
+ * `column`: "schema.table.column" when the caller may describe it (so naming it discloses nothing),
+ * else undefined and the text names no relation or column (refusals never disclose what exists).
+ */
+export function functionDeniedMessage(f: FunctionRead, column?: string): string {
+  const what = column !== undefined ? `column ${column}, which` : 'a relation or column that';
+  return `The ${functionLabel(f)} reads ${what} no source role granted to this identity allows reading. A function's result cannot be masked or checked column by column, so the call is refused. Read the columns you may use directly (interlock_describe_access lists them), or ask an operator.`;
+}
+
+/**
+ * Step 3 for the user functions a statement runs (task hfn; `SqlAnalysisOk.functionReads`): every
+ * column of every relation each function's body may read must be readable by the caller, as if the
+ * statement read it (deny wins, hierarchy included); else `source_role_denied` with
+ * functionDeniedMessage, naming the function, and the column when the caller may describe it.
+ * Opaque functions (body not analysable) are refused or trusted per source by `untrustedFunction`,
+ * which is not cached with the analysis.
+ */
+export function authorizeFunctionReads(evaluator: AccessEvaluator, sourceId: string, a: OkAnalysis, catalog: SourceCatalog, hierarchy: RelationHierarchy): ToolOutcome | null {
+  for (const f of a.functionReads ?? []) {
+    for (const r of f.relations) {
+      const cols = catalogColumns(catalog, r.schema, r.table);
+      const checks: Array<{ schema: string; table: string; column?: string }> = cols.length ? cols.map((column) => ({ schema: r.schema, table: r.table, column })) : [{ schema: r.schema, table: r.table }];
+      for (const c of checks) {
+        if (decideInHierarchy(evaluator, sourceId, 'read', c, hierarchy, c.column === undefined ? cols : []) === 'allow') continue;
+        const describable = c.column !== undefined && decideInHierarchy(evaluator, sourceId, 'describe', c, hierarchy) === 'allow';
+        return { kind: 'refusal', code: 'source_role_denied', message: functionDeniedMessage(f, describable ? `${c.schema}.${c.table}.${c.column}` : undefined) };
+      }
+    }
+  }
+  return null;
+}
+
+/**
+ * Task hfn: a user function whose body InterLock cannot analyse (`FunctionRead.opaque`: another
+ * language than SQL, an unparsable body, an unknown relation, …) may read anything, so the call is
+ * refused `function_not_allowed` unless the source's `trusted_functions` names it ("schema.name",
+ * the function the statement runs; docs/operators.md). Not cached with the analysis: the source's
+ * settings may change without a rescan: src/pipeline/query.ts calls it after the cached step, and
+ * src/approvals/execute.ts again before an approved write runs. Returns the refusal, or null.
+ */
+export function untrustedFunction(analysis: OkAnalysis, trusted: unknown): ToolOutcome | null {
+  const list = Array.isArray(trusted) ? (trusted as unknown[]) : [];
+  for (const f of analysis.functionReads ?? []) {
+    if (f.opaque === undefined || list.includes(`${f.schema}.${f.name}`)) continue;
+    return { kind: 'refusal', code: 'function_not_allowed', message: `The ${functionLabel(f)} ${f.opaque}, so InterLock cannot tell what it reads; it is refused unless an operator lists it in the source's trusted_functions.` };
   }
   return null;
 }

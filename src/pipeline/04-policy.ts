@@ -14,7 +14,7 @@ import { governingRelations, maskInHierarchy } from '../governance/hierarchy';
 import { catalogHierarchy, type RelationHierarchy } from '../sql/hierarchy';
 import { referentialReach } from '../sql/referential-reach';
 import type { ToolOutcome } from './types';
-import { catalogColumns } from './03-authorize';
+import { catalogColumns, functionLabel } from './03-authorize';
 
 type OkAnalysis = Extract<SqlAnalysis, { ok: true }>;
 
@@ -39,6 +39,8 @@ export function policyStep(policies: Policy[], subject: PolicySubject, a: OkAnal
   const relations = [
     ...a.reads.map((r) => ({ schema: r.schema, table: r.table, action: 'read' as const, governing: governing(r.schema, r.table) })),
     ...a.writes.map((w) => ({ schema: w.schema, table: w.table, action: 'write' as const, governing: governing(w.schema, w.table) })),
+    // What the user functions it runs may read is read too (task hfn): a read deny_relations applies.
+    ...(a.functionReads ?? []).flatMap((f) => f.relations).map((r) => ({ schema: r.schema, table: r.table, action: 'read' as const, governing: governing(r.schema, r.table) })),
     // What the write's foreign keys write (ON DELETE/UPDATE CASCADE, SET NULL, SET DEFAULT) is
     // written too: a write deny_relations on it applies (red team rtfk finding 2).
     ...(a.writes.length ? referentialReach(catalog, hierarchy, a.writes, { pastHooks: true }).reached : []).map((r) => ({ schema: r.schema, table: r.name, action: 'write' as const, governing: governing(r.schema, r.name), reached: true })),
@@ -51,6 +53,17 @@ export function policyStep(policies: Policy[], subject: PolicySubject, a: OkAnal
   });
   if (!verdict.ok) return { ok: false, outcome: { kind: 'refusal', code: 'policy_denied', message: verdict.reason, extra: { policy: verdict.policy } } };
 
+  // A function's result cannot be masked (task hfn): a call that may read a masked column is refused.
+  if (verdict.maskPatterns.length) {
+    for (const f of a.functionReads ?? []) {
+      for (const r of f.relations) {
+        const column = catalogColumns(catalog, r.schema, r.table).find((c) => maskInHierarchy(verdict.maskPatterns, r.schema, r.table, c, hierarchy));
+        if (column !== undefined) {
+          return { ok: false, outcome: { kind: 'refusal', code: 'policy_denied', message: `The ${functionLabel(f)} reads column ${r.schema}.${r.table}.${column}, which a policy masks for this identity. A function's result cannot be masked, so the call is refused; select the column itself to see it masked.` } };
+        }
+      }
+    }
+  }
   const masks: MaskRule[] = [];
   if (verdict.maskPatterns.length) {
     const seen = new Set<string>();

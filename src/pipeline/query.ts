@@ -14,7 +14,7 @@ import type { GovernanceStore, MaybePromise, SourceRecord } from '../governance/
 import type { ToolCallContext, ToolHandler, ToolOutcome } from './types';
 import { TOOL_DEFAULTS } from './types';
 import { sourceStep } from './02-source';
-import { analysisRefusal, authorizeStatement } from './03-authorize';
+import { analysisRefusal, authorizeStatement, untrustedFunction } from './03-authorize';
 import { policyStep } from './04-policy';
 import { rateLimitStep, type RateLimiter } from './05-rate-limit';
 import { writeSafetyStep } from './06-write-safety';
@@ -149,6 +149,8 @@ function pipeline(deps: QueryPipelineDeps, now: () => Date, analyses: AnalysisCa
     if (analysis.paramCount !== params.length) {
       return { kind: 'tool_error', code: 'invalid_arguments', message: `The statement uses ${analysis.paramCount} parameter(s) ($1…) but params has ${params.length}.` };
     }
+    const untrusted = untrustedFunction(analysis, source.settings.trusted_functions);
+    if (untrusted) return untrusted;
     if (cached.entry.denied) return cached.entry.denied;
 
     // Step 4: policy (cached with the statement unless a time-window policy makes it depend on the clock).
@@ -384,9 +386,11 @@ const STALE_TREE_REFUSAL: ToolOutcome = { kind: 'refusal', code: 'row_rule_unenf
 export function authorizeSql(evaluator: AccessEvaluator, sourceId: string, sql: string, catalog: SourceCatalog, complexity?: ComplexityLimits): CachedAnalysis {
   const analysis = analyzeSql(sql, catalog, complexity ? { complexity } : {});
   if (!analysis.ok) return { analysis, relations: [], denied: analysisRefusal(analysis, sql) };
-  const relations = [...new Set([...analysis.reads, ...analysis.writes].map((r) => `${r.schema}.${r.table}`))].sort();
+  // What the user functions it runs may read is recorded too (task hfn).
+  const relations = [...new Set([...analysis.reads, ...analysis.writes, ...(analysis.functionReads ?? []).flatMap((f) => f.relations)].map((r) => `${r.schema}.${r.table}`))].sort();
   return { analysis, relations, denied: authorizeStatement(evaluator, sourceId, analysis, catalog, undefined, sql) };
 }
+
 
 /**
  * The interlock_query success result (contract: interlock_query; issue 23 item 4): the first text

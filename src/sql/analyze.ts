@@ -54,8 +54,10 @@
  *   type's default operator class rather than by operator name (DISTINCT, GROUP BY, UNION, ORDER BY
  *   without USING, record comparisons of composite values), domain coercions of arguments to
  *   user functions, column defaults and triggers of writes.
- * - User-defined stable functions are allowed; they may read relations that `reads` does not show.
- *   `functions` lists them (schema ≠ `pg_catalog`) so policy can refuse them.
+ * - User-defined stable functions are allowed by the analyser; what their bodies may read is not in
+ *   `reads` but in `functionReads` (task hfn, function-reads.ts: every column of every relation a
+ *   SQL body names, following the functions it calls; `opaque` when the body cannot be analysed),
+ *   which pipeline steps 3 and 4 check and the audit records. `functions` lists them too.
  * - A relation's row type used as a type (`NULL::employee`) counts as reading all its columns; a
  *   type name that exists nowhere is `unknown_relation` (type-names.ts), so both answer alike. Only
  *   catalogues without a type list (snapshots scanned before `types` existed) skip that check.
@@ -261,6 +263,7 @@ export function analyzeSql(sql: string, catalog: SourceCatalog | PreparedCatalog
     cacheable: a.cacheable && !a.hasWrite,
     // Present only when true, so stored analyses (the golden file) stay as they were.
     ...(a.userOperator ? { userOperators: true } : {}),
+    ...(a.functionReads.size ? { functionReads: [...a.functionReads.values()] } : {}),
     fingerprint: '',
     paramCount: a.maxParam,
   } as SqlAnalysisOk;
@@ -332,7 +335,7 @@ export async function analyzeSqlAsync(sql: string, catalog: SourceCatalog | Prep
 
 /**
  * Views and materialized views of `catalog` whose column lineage cannot be proven (src/sql/views.ts:
- * no recorded definition, a definition that does not parse or is refused, a function outside
+ * no recorded definition, a definition that does not parse or is refused, an operator or an opaque function outside
  * `pg_catalog`, a cycle), as `schema.name`, sorted. Reads of their columns fail closed (masked for
  * callers with masks, refused for callers with read denies), so the catalogue scan reports them to
  * operators. Requires `initSqlParser()`; the expansion is cached per prepared catalogue.

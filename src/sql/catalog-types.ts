@@ -161,6 +161,28 @@ export interface CatalogFunction {
   outColumns?: string[];
 }
 
+/**
+ * One overload of a function outside `pg_catalog`/`information_schema` as the scan records it
+ * (task hfn; src/sql/function-reads.ts decides what a call may read from it): `language`
+ * (`pg_language.lanname`), `securityDefiner` (`prosecdef`), `config` (`proconfig`, e.g.
+ * `["search_path=public, pg_temp"]`, null when none), `owner` (the owner's role name, what `$user`
+ * means inside SECURITY DEFINER), and the body: `source` (`prosrc`) for LANGUAGE sql with a string
+ * body; `depends` for a SQL-standard body (BEGIN ATOMIC / RETURN: `prosqlbody`), from `pg_depend`:
+ * the relations (tables, views, …) and functions (called directly, and the functions behind the
+ * operators it uses; every schema) it references, and whether it uses a type whose input runs user
+ * code. Neither for other languages.
+ */
+export interface CatalogRoutine {
+  schema: string;
+  name: string;
+  language: string;
+  securityDefiner: boolean;
+  config: string[] | null;
+  owner: string;
+  source?: string;
+  depends?: { relations: RelationName[]; functions: RelationName[]; unsafeTypes: boolean };
+}
+
 /** An operator name in one schema; `volatility` is the most volatile of the implementing functions. */
 export interface CatalogOperator {
   schema: string;
@@ -187,6 +209,20 @@ export interface SourceCatalog {
    * catalogues: treated as older than 17 (such a MERGE is refused).
    */
   serverVersionNum?: number;
+  /**
+   * Every function outside `pg_catalog`/`information_schema`, one entry per overload, with what
+   * InterLock needs to decide what it reads (task hfn; `CatalogRoutine`). Absent in snapshots scanned
+   * before it existed and in hand-built catalogues: every user function is then opaque.
+   */
+  routines?: CatalogRoutine[];
+  /**
+   * Operators outside `pg_catalog` with their implementing function: `[schema, name, oprleft,
+   * oprright, function schema, function name]` (the function null for a shell operator). Absent in
+   * older snapshots: a user operator's reads are then unknown (opaque).
+   */
+  operatorCode?: Array<[string, string, number, number, string | null, string | null]>;
+  /** The scanning (reader) role's name: what `$user` means in a pinned search_path outside SECURITY DEFINER. */
+  readerRole?: string;
   /**
    * Operators with the volatility of their implementing function. When present the analyser
    * refuses volatile or unknown operators; when absent (hand-built catalogues) operators are not

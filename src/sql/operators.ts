@@ -53,7 +53,18 @@ export type OperatorForm =
   | { kind: 'sort'; useOp: N[]; node: N };
 
 /** What `use` decided: a refusal (agent-facing text), or allowed (`cacheable` false when a non-built-in operator may run). */
-export type OperatorDecision = { refusal: string } | { refusal: null; cacheable: boolean };
+export type OperatorDecision = { refusal: string } | { refusal: null; cacheable: boolean; user: ReadonlyArray<UserOperator> };
+
+/** An operator outside `pg_catalog` a use may run (task hfn: its function's reads count), by schema, name and operand type oids (0 = none). */
+export interface UserOperator {
+  schema: string;
+  name: string;
+  left: number;
+  right: number;
+}
+
+/** What a resolution collects: whether the statement stays cacheable, and the user operators that may run. */
+type Acc = { cacheable: boolean; user: UserOperator[] };
 
 const BOOL = 16;
 const INT4 = 23;
@@ -105,6 +116,7 @@ interface Judgement {
   refusal: string | null;
   result: OperandType;
   cacheable: boolean;
+  user: UserOperator[];
 }
 
 const VOL: Record<string, Volatility> = { i: 'immutable', s: 'stable', v: 'volatile' };
@@ -193,12 +205,12 @@ export class OperatorResolver {
    * that cannot be proven safe, or `{ refusal: null, cacheable }`.
    */
   use(form: OperatorForm): OperatorDecision {
-    const acc = { cacheable: true };
+    const acc: Acc = { cacheable: true, user: [] };
     const refusal = this.form(form, acc);
-    return refusal ? { refusal } : { refusal: null, cacheable: acc.cacheable };
+    return refusal ? { refusal } : { refusal: null, cacheable: acc.cacheable, user: acc.user };
   }
 
-  private form(f: OperatorForm, acc: { cacheable: boolean }): string | null {
+  private form(f: OperatorForm, acc: Acc): string | null {
     switch (f.kind) {
       case 'expr':
         return this.expr(f.expr, acc);
@@ -225,7 +237,7 @@ export class OperatorResolver {
     }
   }
 
-  private expr(e: N, acc: { cacheable: boolean }): string | null {
+  private expr(e: N, acc: Acc): string | null {
     const kind = String(e.kind);
     const parts = names(e.name);
     if (!parts) return 'malformed operator name';
@@ -284,7 +296,7 @@ export class OperatorResolver {
   }
 
   /** `l op r`, pairwise when both are row constructors (PostgreSQL's row comparison). */
-  private pair(parts: string[], l: N | undefined, r: N | undefined, acc: { cacheable: boolean }): string | null {
+  private pair(parts: string[], l: N | undefined, r: N | undefined, acc: Acc): string | null {
     if (l && r && hasOwn.call(l, 'RowExpr') && hasOwn.call(r, 'RowExpr')) {
       const la: N[] = l.RowExpr.args ?? [];
       const ra: N[] = r.RowExpr.args ?? [];
@@ -293,7 +305,7 @@ export class OperatorResolver {
     return this.judge(parts, this.typeOf(l), this.typeOf(r), acc).refusal;
   }
 
-  private judgeAll(parts: string[], lefts: ReadonlyArray<N | OperandType>, rights: ReadonlyArray<N | OperandType>, acc: { cacheable: boolean }): string | null {
+  private judgeAll(parts: string[], lefts: ReadonlyArray<N | OperandType>, rights: ReadonlyArray<N | OperandType>, acc: Acc): string | null {
     for (let i = 0; i < lefts.length; i++) {
       const lt = typeof lefts[i] === 'object' && lefts[i] !== null ? this.typeOf(lefts[i] as N) : (lefts[i] as OperandType);
       const rt = typeof rights[i] === 'object' && rights[i] !== null ? this.typeOf(rights[i] as N) : (rights[i] as OperandType);
@@ -304,20 +316,21 @@ export class OperatorResolver {
   }
 
   /** Resolves `parts` for the operand types and judges the operator PostgreSQL can choose. */
-  private judge(parts: string[], left: OperandType | 'none', right: OperandType, acc: { cacheable: boolean }): Judgement {
+  private judge(parts: string[], left: OperandType | 'none', right: OperandType, acc: Acc): Judgement {
     // The answer depends only on the catalogue and the operand types: memoised per catalogue.
     const key = parts.join('\u0000') + '\u0001' + left + '\u0001' + right;
     let j = this.idx.judged.get(key);
     if (!j) {
-      const own = { cacheable: true };
-      j = { ...this.resolve(parts, left, right, own), cacheable: own.cacheable };
+      const own: Acc = { cacheable: true, user: [] };
+      j = { ...this.resolve(parts, left, right, own), cacheable: own.cacheable, user: own.user };
       if (this.idx.judged.size < 10_000) this.idx.judged.set(key, j);
     }
     if (!j.cacheable) acc.cacheable = false;
+    for (const u of j.user) acc.user.push(u);
     return j;
   }
 
-  private resolve(parts: string[], left: OperandType | 'none', right: OperandType, acc: { cacheable: boolean }): { refusal: string | null; result: OperandType } {
+  private resolve(parts: string[], left: OperandType | 'none', right: OperandType, acc: Acc): { refusal: string | null; result: OperandType } {
     const name = parts[parts.length - 1];
     const schema = parts.length === 2 ? parts[0] : undefined;
     const path = schema !== undefined ? [schema] : this.cat.path;
@@ -375,11 +388,14 @@ export class OperatorResolver {
   }
 
   /** Refusal text when the chosen operator's function is volatile; marks stable user-defined operators as not cacheable. */
-  private verdict(o: OpRow, acc: { cacheable: boolean }): string | null {
+  private verdict(o: OpRow, acc: Acc): string | null {
     if (o.volatility === 'volatile') {
       return `operator ${q(o.name)} (${this.show(o.left, 'none')}, ${this.show(o.right)}) in schema ${q(o.schema)} is implemented by a volatile function`;
     }
-    if (o.schema !== 'pg_catalog') acc.cacheable = false;
+    if (o.schema !== 'pg_catalog') {
+      acc.cacheable = false;
+      acc.user.push({ schema: o.schema, name: o.name, left: o.left, right: o.right });
+    }
     return null;
   }
 

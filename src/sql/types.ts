@@ -87,6 +87,21 @@ export interface FunctionUse {
   volatility: string;
 }
 
+/**
+ * A user function the statement may run (directly, or as the implementation of a user operator) and
+ * what its body may read (task hfn; src/sql/function-reads.ts): every column of each relation in
+ * `relations`. `opaque`: why its body cannot be analysed (agent-facing; it may then read anything:
+ * refused unless the source trusts it). `operator`: "schema.name" of the operator it runs through.
+ */
+export interface FunctionRead {
+  schema: string;
+  name: string;
+  operator?: string;
+  relations: Array<{ schema: string; table: string }>;
+  opaque?: string;
+  securityDefiner?: true;
+}
+
 /** Successful analysis. */
 export interface SqlAnalysisOk {
   ok: true;
@@ -136,7 +151,7 @@ export interface SqlAnalysisOk {
   viewSources: ColumnRef[];
   /**
    * True when a used view column has unprovable lineage (no recorded definition, a definition that
-   * does not parse or is refused, a function outside `pg_catalog`, a cycle): it may carry any
+   * does not parse or is refused, an operator or an opaque function (function-reads.ts) outside `pg_catalog`, a cycle): it may carry any
    * column, so a caller with any read deny on the source is refused (fail closed).
    */
   viewUnprovable: boolean;
@@ -152,6 +167,12 @@ export interface SqlAnalysisOk {
    * analysed and may read any relation (row rules refuse it, issue 27). Absent means false.
    */
   userOperators?: boolean;
+  /**
+   * The user functions the statement may run and what each may read (task hfn; `FunctionRead`),
+   * in call order, each once. Absent when none (so stored analyses stay as they were). Pipeline
+   * steps 3 and 4 check every column they may read; the audit records their relations.
+   */
+  functionReads?: FunctionRead[];
   /**
    * libpg-query fingerprint (16 hex digits; constants, comments and layout ignored). Computed on
    * first access (it costs a second parse), then cached; enumerable, so it serialises normally.

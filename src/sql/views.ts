@@ -13,9 +13,11 @@
  * - the relation has no recorded definition (catalogue scanned by an older version);
  * - the definition does not parse, is not one SELECT, or the walker refuses it (unknown relation,
  *   refused function or construct, work budget, nesting);
- * - the column's value is computed by a function or operator outside `pg_catalog`, or one such a
- *   function may shadow (its body is not analysed and may read any relation): only the columns
- *   computed through it are unprovable (the analyser's view-body mode marks the call's value);
+ * - the column's value is computed by an operator outside `pg_catalog`, or by a function outside it
+ *   (or one such a function may shadow) whose body cannot be analysed (function-reads.ts: another
+ *   language than SQL, …): only the columns computed through it are unprovable (the analyser's
+ *   view-body mode marks the call's value). A function whose SQL body is analysed adds every column
+ *   of every relation it may read to the value's lineage instead (task hfn);
  * - a cycle of views, or the definition's column count differs from the catalogue's.
  *
  * The expansion of a view is computed once per prepared catalogue and cached, so nested views cost

@@ -9,6 +9,7 @@ import type {
   CatalogFunction,
   CatalogKey,
   CatalogOperator,
+  CatalogRoutine,
   CatalogRelation,
   OperatorResolution,
   ReferencingKey,
@@ -259,6 +260,45 @@ SELECT
        AND (t.typrelid = 0 OR c.relkind = 'c') AND (e.typrelid IS NULL OR e.typrelid = 0 OR ec.relkind = 'c')) AS type_details,
   (SELECT coalesce(json_agg(json_build_array(k.castsource::int8, k.casttarget::int8) ORDER BY k.castsource, k.casttarget), '[]'::json)
      FROM pg_catalog.pg_cast k WHERE k.castcontext = 'i') AS implicit_casts
+  -- ---- User functions (task hfn; src/sql/function-reads.ts) ----
+  -- Each overload outside pg_catalog/information_schema: [schema, name, language, prosecdef,
+  -- proconfig, owner, prosrc of a LANGUAGE sql string body, the dependency records of a SQL-standard
+  -- body {r: [[schema, name, relkind]], f: [[schema, name]] (functions, and operators' functions),
+  -- u: uses a type whose input runs user code}]. prosqlbody is read through to_jsonb so the scan
+  -- also runs on servers before 14, which lack it.
+  ,(SELECT coalesce(json_agg(json_build_array(n.nspname, p.proname, l.lanname, p.prosecdef, p.proconfig, pg_catalog.pg_get_userbyid(p.proowner),
+            CASE WHEN l.lanname = 'sql' AND (pg_catalog.to_jsonb(p) ->> 'prosqlbody') IS NULL THEN p.prosrc END,
+            CASE WHEN (pg_catalog.to_jsonb(p) ->> 'prosqlbody') IS NOT NULL THEN json_build_object(
+              'r', (SELECT coalesce(json_agg(DISTINCT jsonb_build_array(dn.nspname, dc.relname, dc.relkind)), '[]'::json)
+                    FROM pg_catalog.pg_depend dp
+                    JOIN pg_catalog.pg_class dc ON dc.oid = dp.refobjid
+                    JOIN pg_catalog.pg_namespace dn ON dn.oid = dc.relnamespace
+                    WHERE dp.classid = 'pg_catalog.pg_proc'::regclass AND dp.objid = p.oid AND dp.refclassid = 'pg_catalog.pg_class'::regclass),
+              'f', (SELECT coalesce(json_agg(DISTINCT jsonb_build_array(fn.nspname, f.proname)), '[]'::json)
+                    FROM pg_catalog.pg_depend dp
+                    LEFT JOIN pg_catalog.pg_operator o ON dp.refclassid = 'pg_catalog.pg_operator'::regclass AND o.oid = dp.refobjid
+                    JOIN pg_catalog.pg_proc f ON f.oid = CASE WHEN dp.refclassid = 'pg_catalog.pg_proc'::regclass THEN dp.refobjid ELSE o.oprcode END
+                    JOIN pg_catalog.pg_namespace fn ON fn.oid = f.pronamespace
+                    WHERE dp.classid = 'pg_catalog.pg_proc'::regclass AND dp.objid = p.oid
+                      AND dp.refclassid IN ('pg_catalog.pg_proc'::regclass, 'pg_catalog.pg_operator'::regclass)),
+              'u', EXISTS (SELECT 1 FROM pg_catalog.pg_depend dp
+                    JOIN pg_catalog.pg_type ty ON ty.oid = dp.refobjid
+                    JOIN pg_catalog.pg_namespace tn ON tn.oid = ty.typnamespace
+                    JOIN unsafe_types ut ON ut.s = tn.nspname AND ut.n = ty.typname
+                    WHERE dp.classid = 'pg_catalog.pg_proc'::regclass AND dp.objid = p.oid AND dp.refclassid = 'pg_catalog.pg_type'::regclass)) END)
+            ORDER BY n.nspname, p.proname, p.oid), '[]'::json)
+     FROM pg_catalog.pg_proc p
+     JOIN pg_catalog.pg_namespace n ON n.oid = p.pronamespace
+     JOIN pg_catalog.pg_language l ON l.oid = p.prolang
+     WHERE p.prokind <> 'p' AND n.nspname NOT IN ('pg_catalog', 'information_schema')
+       AND n.nspname NOT LIKE 'pg\\_toast%' AND n.nspname NOT LIKE 'pg\\_temp\\_%') AS routines
+  ,(SELECT coalesce(json_agg(json_build_array(n.nspname, o.oprname, o.oprleft::int8, o.oprright::int8, fn.nspname, f.proname) ORDER BY o.oid), '[]'::json)
+     FROM pg_catalog.pg_operator o
+     JOIN pg_catalog.pg_namespace n ON n.oid = o.oprnamespace
+     LEFT JOIN pg_catalog.pg_proc f ON f.oid = o.oprcode
+     LEFT JOIN pg_catalog.pg_namespace fn ON fn.oid = f.pronamespace
+     WHERE n.nspname NOT IN ('pg_catalog', 'information_schema') AND n.nspname NOT LIKE 'pg\\_temp\\_%') AS operator_code
+  ,current_user::text AS reader_role
   -- ---- end of operator resolution ----
   -- The catalogued columns' types and every type they are built on (domain bases, array elements),
   -- with enum labels and range subtypes (issue 23: describe_source names each column's type).
@@ -289,6 +329,9 @@ interface ScanRow {
   implicit_casts: OperatorResolution['implicitCasts'];
   /** [oid, typtype, typcategory, typbasetype, typelem, format_type, enum labels | null, range subtype | null]. */
   column_types: Array<[number, string, string, number, number, string, string[] | null, string | null]>;
+  routines: Array<[string, string, string, boolean, string[] | null, string, string | null, { r: Array<[string, string, string]>; f: Array<[string, string]>; u: boolean } | null]>;
+  operator_code: NonNullable<SourceCatalog['operatorCode']>;
+  reader_role: string;
 }
 
 /** One scanned column: name and type, plus nullability, default, identity and generation when the scan reported them. */
@@ -309,6 +352,23 @@ const ACTION: Record<string, ReferentialAction> = { a: 'no_action', r: 'restrict
 /** One scanned foreign key referencing a relation; an action code the scan does not know counts as cascade (fail closed). */
 export function referencingKeyOf([schema, name, del, upd, cols, refCols, cloned]: NonNullable<ScanRow['relations'][number]['fk']>[number]): ReferencingKey {
   return { schema, name, columns: cols ?? [], referencedColumns: refCols ?? [], onDelete: ACTION[del] ?? 'cascade', onUpdate: ACTION[upd] ?? 'cascade', ...(cloned === true ? { cloned: true } : {}) };
+}
+
+/**
+ * One scanned user-function overload (task hfn). Relations of a kind InterLock does not catalogue
+ * (a sequence, an index) are kept: src/sql/function-reads.ts finds them missing and fails closed;
+ * a composite type's row type (relkind c) holds no rows and is dropped.
+ */
+function routineOf([schema, name, language, secdef, config, owner, source, deps]: ScanRow['routines'][number]): CatalogRoutine {
+  const r: CatalogRoutine = { schema, name, language, securityDefiner: secdef === true, config: config ?? null, owner };
+  if (deps) {
+    r.depends = {
+      relations: deps.r.filter(([, , k]) => k !== 'c').map(([s, n]) => ({ schema: s, name: n })),
+      functions: deps.f.map(([s, n]) => ({ schema: s, name: n })),
+      unsafeTypes: deps.u === true,
+    };
+  } else if (typeof source === 'string') r.source = source;
+  return r;
 }
 
 function isPool(client: pg.ClientBase | pg.Pool): client is pg.Pool {
@@ -333,6 +393,11 @@ function isPool(client: pg.ClientBase | pg.Pool): client is pg.Pool {
  *   overloads folded per name (most volatile `provolatile` wins; see `CatalogFunction`).
  * - `operators`, `systemRelations`, `unsafeTypes`, `types`, `operatorResolution`: see `SourceCatalog`. Aggregates get the volatility
  *   of their most volatile support function (pg_proc marks every aggregate immutable).
+ * - `routines`, `operatorCode`, `readerRole` (task hfn): every function outside `pg_catalog` and
+ *   `information_schema`, one entry per overload, with its language, SECURITY DEFINER, `proconfig`,
+ *   owner and body (`prosrc` of a LANGUAGE sql string body; `pg_depend` records of a SQL-standard
+ *   body); the implementing function of every user operator; the scanning role's name (see
+ *   `CatalogRoutine`; src/sql/function-reads.ts decides what a call may read from them).
  * - `searchPath`: `current_schemas(false)` for the connection's role.
  * - `serverVersionNum`: `server_version_num` (e.g. 150004, 180004).
  * - `columnTypes`: the columns' types and the types they are built on (see `SourceCatalog`); each
@@ -405,6 +470,9 @@ export async function scanCatalog(
     columnTypes: row.column_types.map(([oid, typtype, category, base, element, name, labels, subtype]) => ({
       oid, typtype, category, base, element, name, ...(labels ? { labels } : {}), ...(subtype !== null ? { subtype } : {}),
     })),
+    routines: row.routines.map(routineOf),
+    operatorCode: row.operator_code,
+    readerRole: row.reader_role,
     scannedAt: new Date().toISOString(),
     truncated,
   };

@@ -10,12 +10,13 @@
 import { allocationSizeReason } from '../builtin-functions/sizing';
 import { BUILTIN_SCHEMAS, builtinFunctionRefusal, regconfigCallReason } from '../builtin-functions/classes';
 import { deniedFunctionReason, deniedSettingReason, HARMLESS_VOLATILE, isCacheBreaking } from '../function-policy';
-import { derive, type Lin, LIN_ANY, LIN_NONE, merge } from '../lineage';
-import type { PreparedRoutine } from '../prepared-catalog';
+import { functionReads } from '../function-reads';
+import { colKey, type ColumnRef, derive, type Lin, LIN_ANY, LIN_NONE, merge } from '../lineage';
+import { type PreparedRoutine, relKey } from '../prepared-catalog';
 import { aggregateModifiers, isPlainCount } from './agg';
 import { checkFields, constString, hasOwn, type N, q, Refusal, strings } from './nodes';
-import type { Ctx, WalkState } from './state';
-import { consume, countUse } from './uses';
+import { charge, type Ctx, type WalkState } from './state';
+import { consume, countUse, functionRead } from './uses';
 
 const VOL_RANK: Record<string, number> = { immutable: 0, stable: 1, volatile: 2 };
 
@@ -51,6 +52,8 @@ function resolveFunction(st: WalkState, parts: string[]): PreparedRoutine {
       throw new Refusal('function_not_allowed', `function ${q(c.schema + '.' + c.name)} is volatile (may have side effects)`);
     }
     if (isCacheBreaking(c.schema, c.name, c.volatility)) st.cacheable = false;
+    // A user function's body may read relations the statement does not name (task hfn).
+    if (!BUILTIN_SCHEMAS.has(c.schema)) functionRead(st, c.schema, c.name);
     if (VOL_RANK[c.volatility] > VOL_RANK[worst.volatility]) worst = c;
   }
   const first = candidates[0];
@@ -92,9 +95,32 @@ export function funcCall(st: WalkState, fc: N, ctx: Ctx): { lin: Lin; routine: P
     const why = allocationSizeReason(routine.name, fc.args as N[]);
     if (why) throw new Refusal('function_not_allowed', `resource limit: ${why}`);
   }
-  // In a view's definition, a function whose body is not analysed may read any relation (views.ts).
-  if (st.viewBody && !onlyBuiltIn(st, fname)) return { lin: merge(derive(lin), LIN_ANY), routine };
+  // In a view's definition, a user function's value may carry every column its body may read
+  // (task hfn, function-reads.ts); one whose body cannot be analysed may read any relation (views.ts).
+  if (st.viewBody && !onlyBuiltIn(st, fname)) return { lin: merge(derive(lin), userFunctionLin(st, fname)), routine };
   return { lin: derive(lin), routine };
+}
+
+/**
+ * The lineage a call of user function `parts` adds in a view's definition: every column of every
+ * relation any same-named candidate on the path may read (task hfn), or `LIN_ANY` when one of them
+ * cannot be analysed.
+ */
+function userFunctionLin(st: WalkState, parts: string[]): Lin {
+  const name = parts[parts.length - 1];
+  const schemas = parts.length === 2 ? [parts[0]] : st.cat.path;
+  const src = new Map<string, ColumnRef>();
+  for (const r of st.cat.functionsByName.get(name) ?? []) {
+    if (BUILTIN_SCHEMAS.has(r.schema) || !schemas.includes(r.schema)) continue;
+    const reads = functionReads(st.cat, r.schema, r.name);
+    if (reads.opaque !== null) return LIN_ANY;
+    for (const rel of reads.relations) {
+      const cols = st.cat.relations.get(relKey(rel.schema, rel.name))?.columnNames ?? [];
+      for (const column of cols) src.set(colKey(rel.schema, rel.name, column), { schema: rel.schema, table: rel.name, column });
+    }
+  }
+  charge(st, src.size);
+  return src.size ? { src, pass: false, opq: null } : LIN_NONE;
 }
 
 /** True when every candidate PostgreSQL could pick for this function name is a `pg_catalog` one. */

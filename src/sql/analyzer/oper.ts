@@ -4,9 +4,28 @@
  * the operator rows; a volatile implementation is refused, a stable non-built-in one makes the
  * result uncacheable.
  */
-import type { OperatorForm } from '../operators';
+import type { OperatorForm, UserOperator } from '../operators';
 import { type N, q, Refusal, strings } from './nodes';
 import type { WalkState } from './state';
+import { functionRead } from './uses';
+
+/**
+ * A user operator may run: the function implementing it is recorded with what it reads (task hfn).
+ * `left`/`right` undefined: every operator of that schema and name (judged by name only).
+ */
+function userOperatorRead(st: WalkState, op: { schema: string; name: string; left?: number; right?: number }): void {
+  const shown = op.schema + '.' + op.name;
+  const code = st.cat.source.operatorCode;
+  if (!code) return functionRead(st, op.schema, op.name, shown, 'is an operator whose implementing function the catalogue does not record (rescan the source)');
+  let found = false;
+  for (const [s, n, l, r, fs, fn] of code) {
+    if (s !== op.schema || n !== op.name || (op.left !== undefined && (l !== op.left || r !== op.right))) continue;
+    found = true;
+    if (fs === null || fn === null) functionRead(st, op.schema, op.name, shown, 'is an operator without an implementing function');
+    else if (fs !== 'pg_catalog' && fs !== 'information_schema') functionRead(st, fs, fn, shown);
+  }
+  if (!found) functionRead(st, op.schema, op.name, shown, 'is an operator whose implementing function the catalogue does not record (rescan the source)');
+}
 
 /** An operator judged by name only: every candidate on the path must be non-volatile (used without operator resolution). */
 export function checkOperator(st: WalkState, nameList: N[] | undefined): void {
@@ -24,7 +43,10 @@ export function checkOperator(st: WalkState, nameList: N[] | undefined): void {
       found = true;
       if (r.volatility === 'volatile') throw new Refusal('function_not_allowed', `operator ${q(name)} is implemented by a volatile function`);
       if (r.volatility === 'stable' && r.schema !== 'pg_catalog') st.cacheable = false;
-      if (r.schema !== 'pg_catalog') st.userOperator = true;
+      if (r.schema !== 'pg_catalog') {
+        st.userOperator = true;
+        userOperatorRead(st, { schema: r.schema, name: r.name });
+      }
     }
   }
   if (!found) throw new Refusal('function_not_allowed', `unknown operator ${q(schema !== undefined ? schema + '.' + name : name)}`);
@@ -39,6 +61,7 @@ export function operatorUse(st: WalkState, form: OperatorForm): void {
     st.cacheable = false;
     st.userOperator = true;
   }
+  for (const u of d.user as ReadonlyArray<UserOperator>) userOperatorRead(st, u);
 }
 
 /** `ORDER BY x USING op` (statements, windows, aggregates); call after `x` was walked. */

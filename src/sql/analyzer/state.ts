@@ -12,7 +12,7 @@
 import { type ColumnRef, type Lin, lineageWork } from '../lineage';
 import { OperatorResolver } from '../operators';
 import type { PreparedCatalog, PreparedRelation } from '../prepared-catalog';
-import type { FunctionUse, WriteAccess } from '../types';
+import type { FunctionRead, FunctionUse, WriteAccess } from '../types';
 import { type N, Refusal } from './nodes';
 
 /** Nesting depth of the recursive dispatchers (`query`, `fromItem`, `ex`, grouping sets) before a statement is refused. */
@@ -116,9 +116,9 @@ export interface Doors {
 export interface WalkState {
   readonly cat: PreparedCatalog;
   /**
-   * This state walks a view's definition (views.ts), where a call of a function whose body is not
-   * analysed (outside pg_catalog, or shadowable by one outside it) yields a value of unprovable
-   * lineage (`LIN_ANY`).
+   * This state walks a view's definition (views.ts), where a call of a user function (outside
+   * pg_catalog, or shadowable by one outside it) yields a value carrying every column its body may
+   * read (function-reads.ts), or of unprovable lineage (`LIN_ANY`) when that body cannot be analysed.
    */
   readonly viewBody: boolean;
   readonly doors: Doors;
@@ -127,6 +127,8 @@ export interface WalkState {
   readonly reads: Map<string, { rel: PreparedRelation; cols: Set<string> }>;
   readonly writes: WriteAccess[];
   readonly functions: Map<string, FunctionUse>;
+  /** User functions that may run and what they read (see `SqlAnalysisOk.functionReads`), keyed by function and operator. */
+  readonly functionReads: Map<string, FunctionRead>;
   readonly filter: Map<string, ColumnRef>;
   /** Columns whose values are used other than as a top-level passthrough output (see `SqlAnalysisOk.nonOutputUses`). */
   readonly nonOutput: Map<string, ColumnRef>;
@@ -173,6 +175,7 @@ export function newWalkState(cat: PreparedCatalog, budget: number, viewBody: boo
     reads: new Map(),
     writes: [],
     functions: new Map(),
+    functionReads: new Map(),
     filter: new Map(),
     nonOutput: new Map(),
     countUses: new Map(),

@@ -6,6 +6,7 @@
  * The one place that knows what "filter", "non-output use", "count use" and "written" mean: the
  * family files call `addFilter`, `consume`, `calc`, `written` and `use`, never the maps directly.
  */
+import { functionReads } from '../function-reads';
 import { type ColumnRef, derive, isPlaceholder, type Lin, LIN_NONE } from '../lineage';
 import { type PreparedRelation, relKey } from '../prepared-catalog';
 import { collectViewSources } from '../views';
@@ -129,4 +130,24 @@ export function written(st: WalkState, lin: Lin): void {
 /** A value counted by a plain `count(col)` (one column unchanged): reveals only how many are not null (`countUses`). */
 export function countUse(st: WalkState, l: Lin): void {
   if (l.src) for (const [k, v] of l.src) st.countUses.set(k, v);
+}
+
+/**
+ * User function `schema.name` may run (called, or implementing operator `operator`): records what
+ * its body may read (task hfn; src/sql/function-reads.ts). `opaque` overrides the analysis (an
+ * operator whose implementation the catalogue does not record).
+ */
+export function functionRead(st: WalkState, schema: string, name: string, operator?: string, opaque?: string): void {
+  const key = schema + '\u0000' + name + '\u0000' + (operator ?? '');
+  if (st.functionReads.has(key)) return;
+  const r = opaque === undefined ? functionReads(st.cat, schema, name) : { relations: [], opaque, securityDefiner: false };
+  charge(st, 1 + r.relations.length);
+  st.functionReads.set(key, {
+    schema,
+    name,
+    ...(operator !== undefined ? { operator } : {}),
+    relations: r.relations.map((x) => ({ schema: x.schema, table: x.name })),
+    ...(r.opaque !== null ? { opaque: r.opaque } : {}),
+    ...(r.securityDefiner ? { securityDefiner: true as const } : {}),
+  });
 }

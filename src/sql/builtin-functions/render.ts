@@ -26,9 +26,11 @@ export function renderPolicyMarkdown(snapshots: ProcSnapshot[]): string {
   out.push('');
   out.push(
     'The analyser does not resolve overloads, so it decides per name: a name is refused when any overload is refused, ' +
-      'except the reviewed names under "Mixed names". Functions of other schemas (user and extension functions) follow ' +
-      'sql-safety.md layer 3: the deny-list by name in any schema, and only immutable or stable functions. Refusals answer ' +
-      '`forbidden` / `function_not_allowed` with the reason shown here.',
+      'except the reviewed names under "Mixed names". Functions of other schemas (user and extension functions) are not ' +
+      'in this table: the deny-list by name applies to them in any schema, only immutable or stable ones are allowed, and ' +
+      'what their bodies may read is checked against the caller\'s roles and masks, a body InterLock cannot analyse ' +
+      '(plpgsql, C, …) being refused unless the source trusts it ([operators.md](operators.md), "User functions"). ' +
+      'Refusals answer `forbidden` / `function_not_allowed` with the reason shown here.',
   );
   out.push('');
   out.push('## Rules');

@@ -33,9 +33,15 @@ describe('finding 1 (high, fixed): a user-defined operator runs a function that 
       expect(fx.lastAudit().row_rule_refusal).toMatch(/user-defined operator/);
     }
   });
-  it('a caller without row rules may still use it (the operator is not refused as such)', async () => {
+  it('a caller without row rules may still use it when it may read what the function reads (task hfn)', async () => {
+    // peek's body reads customer: a caller granted only invoice is refused (it told that caller the
+    // row count of a table it may not read), one granted customer too is served.
     fx.grant('plain', [{ name: 'p', statements: [{ effect: 'allow', action: 'read', resource: 'public.invoice' }] }]);
-    expect(rowsOf(await fx.call('plain', undefined, 'SELECT 1 =%= 58 AS x'))).toEqual([{ x: true }]);
+    const o = await fx.call('plain', undefined, 'SELECT 1 =%= 58 AS x');
+    expect(codeOf(o)).toBe('source_role_denied');
+    expect((o as { message?: string }).message).toMatch(/^The operator public\.=%= \(function public\.peek\) reads /);
+    fx.grant('plain2', [{ name: 'p2', statements: [{ effect: 'allow', action: 'read', resource: 'public.invoice' }, { effect: 'allow', action: 'read', resource: 'public.customer' }] }]);
+    expect(rowsOf(await fx.call('plain2', undefined, 'SELECT 1 =%= 58 AS x'))).toEqual([{ x: true }]);
   });
 });
 

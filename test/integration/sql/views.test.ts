@@ -2,7 +2,8 @@
  * Issue 12, item 1: masks and denies follow the data through views and materialized views, through
  * the whole governed pipeline on real PostgreSQL.
  *
- * Setup: the demo (Chinook) plus a table `secret` and a stable SQL function `peek` that reads it.
+ * Setup: the demo (Chinook) plus a table `secret` and a stable plpgsql function `peek` that reads it
+ * (a body InterLock does not analyse: task hfn analyses SQL bodies, test/integration/sql/user-functions.test.ts).
  * The demo identity gets a role allowing `read public.*` but denying `public.customer.address` and
  * the whole `public.secret` table; policies mask `*.*.email` (partial, a wildcard) and
  * `public.customer.phone`/`fax` (full). Each test creates its views, rescans the source and checks
@@ -73,7 +74,7 @@ beforeAll(async () => {
   await admin.query(`
     CREATE TABLE secret (customer_id int PRIMARY KEY, ssn text NOT NULL);
     INSERT INTO secret SELECT customer_id, 'SSN-' || lpad((customer_id * 7919)::text, 9, '0') FROM customer;
-    CREATE FUNCTION peek(int) RETURNS text LANGUAGE sql STABLE AS 'SELECT ssn FROM secret WHERE customer_id = $1';`);
+    CREATE FUNCTION peek(int) RETURNS text LANGUAGE plpgsql STABLE AS 'BEGIN RETURN (SELECT ssn FROM secret WHERE customer_id = $1); END';`);
   // The demo masks customer.email partially under its own name; replace it by a wildcard.
   await removePolicy(env.db, 'demo-mask-contact');
   await addPolicy(env.db, {

@@ -1,0 +1,127 @@
+/**
+ * Task hfn: what a user function may read (src/sql/function-reads.ts), on hand-built catalogues:
+ * string bodies resolved with the pinned or the reader's search path, nested calls and cycles,
+ * SQL-standard bodies' dependency records, views, opaque cases, and the analysis's `functionReads`.
+ */
+import { analyzeSql, initSqlParser } from '../../../src/sql/analyze';
+import type { CatalogRoutine, SourceCatalog } from '../../../src/sql/catalog-types';
+import { functionReads } from '../../../src/sql/function-reads';
+import { prepareCatalog } from '../../../src/sql/prepared-catalog';
+
+beforeAll(async () => {
+  await initSqlParser();
+});
+
+const col = (name: string) => ({ name, dataType: 'text' });
+const sqlFn = (schema: string, name: string, source: string, extra: Partial<CatalogRoutine> = {}): CatalogRoutine => ({ schema, name, language: 'sql', securityDefiner: false, config: null, owner: 'owner', source, ...extra });
+
+function catalog(routines: CatalogRoutine[] | undefined, extra: Partial<SourceCatalog> = {}): SourceCatalog {
+  const names = new Set((routines ?? []).map((r) => `${r.schema}.${r.name}`));
+  return {
+    relations: [
+      { schema: 'public', name: 'employee', kind: 'table', columns: [col('emp_id'), col('ssn')] },
+      { schema: 'hr', name: 'employee', kind: 'table', columns: [col('emp_id'), col('salary')] },
+      { schema: 'public', name: 'dept', kind: 'table', columns: [col('dept_id')] },
+      { schema: 'public', name: 'v_emp', kind: 'view', columns: [col('emp_id')], definition: 'SELECT emp_id FROM employee', view: { reads: [{ schema: 'public', name: 'employee', kind: 'table' }], userCode: [], securityBarrier: false, securityInvoker: false } },
+    ],
+    functions: [
+      ...[...names].map((n) => ({ schema: n.split('.')[0], name: n.split('.')[1], volatility: 'stable' as const, returnsSet: false })),
+      { schema: 'pg_catalog', name: 'upper', volatility: 'immutable', returnsSet: false },
+      { schema: 'pg_catalog', name: 'pg_read_file', volatility: 'volatile', returnsSet: false },
+    ],
+    searchPath: ['public'],
+    scannedAt: '2026-12-06T00:00:00Z',
+    truncated: false,
+    systemRelations: ['pg_class'],
+    readerRole: 'reader',
+    ...(routines ? { routines, operatorCode: [] } : {}),
+    ...extra,
+  };
+}
+
+const reads = (cat: SourceCatalog, name: string, schema = 'public') => functionReads(prepareCatalog(cat), schema, name);
+
+test('a string body reads every relation it names, resolved with the reader path', () => {
+  const cat = catalog([sqlFn('public', 'f', 'SELECT ssn FROM employee WHERE emp_id = $1')]);
+  expect(reads(cat, 'f')).toEqual({ relations: [{ schema: 'public', name: 'employee' }], opaque: null, securityDefiner: false });
+});
+
+test('a pinned search_path resolves the body where PostgreSQL will ($user inside SECURITY DEFINER = the owner)', () => {
+  const cat = catalog([
+    sqlFn('public', 'f', 'SELECT salary FROM employee', { config: ['search_path=hr, pg_temp'] }),
+    sqlFn('public', 'g', 'SELECT 1 FROM employee', { config: ['search_path="$user", public'], securityDefiner: true, owner: 'hr' }),
+    sqlFn('public', 'h', 'SELECT 1 FROM employee', { config: ['search_path="$user", public'] }),
+  ]);
+  expect(reads(cat, 'f').relations).toEqual([{ schema: 'hr', name: 'employee' }]);
+  expect(reads(cat, 'g')).toEqual({ relations: [{ schema: 'hr', name: 'employee' }], opaque: null, securityDefiner: true });
+  // Outside SECURITY DEFINER $user is the reader role (no schema of that name: public).
+  expect(reads(cat, 'h').relations).toEqual([{ schema: 'public', name: 'employee' }]);
+});
+
+test('a pure body reads nothing; a CTE name is not a relation', () => {
+  const cat = catalog([sqlFn('public', 'twice', 'SELECT $1 * 2'), sqlFn('public', 'c', 'WITH x AS (SELECT 1 AS a) SELECT a FROM x')]);
+  expect(reads(cat, 'twice')).toEqual({ relations: [], opaque: null, securityDefiner: false });
+  expect(reads(cat, 'c')).toEqual({ relations: [], opaque: null, securityDefiner: false });
+});
+
+test('nested calls are followed, cycles end', () => {
+  const cat = catalog([
+    sqlFn('public', 'outer', 'SELECT upper(inner_fn($1))'),
+    sqlFn('public', 'inner_fn', 'SELECT ssn FROM employee WHERE emp_id = $1 AND outer($1) IS NOT NULL'),
+    sqlFn('public', 'd', 'SELECT dept_id FROM dept'),
+  ]);
+  expect(reads(cat, 'outer').relations).toEqual([{ schema: 'public', name: 'employee' }]);
+  expect(reads(cat, 'inner_fn').relations).toEqual([{ schema: 'public', name: 'employee' }]);
+});
+
+test('a view adds the relations behind it', () => {
+  const cat = catalog([sqlFn('public', 'fv', 'SELECT emp_id FROM v_emp')]);
+  expect(reads(cat, 'fv').relations).toEqual([{ schema: 'public', name: 'employee' }, { schema: 'public', name: 'v_emp' }]);
+});
+
+test('a SQL-standard body follows its dependency records', () => {
+  const cat = catalog([
+    { schema: 'public', name: 'atomic', language: 'sql', securityDefiner: false, config: null, owner: 'o', depends: { relations: [{ schema: 'hr', name: 'employee' }], functions: [{ schema: 'public', name: 'd' }, { schema: 'pg_catalog', name: 'upper' }], unsafeTypes: false } },
+    sqlFn('public', 'd', 'SELECT dept_id FROM dept'),
+  ]);
+  expect(reads(cat, 'atomic').relations).toEqual([{ schema: 'hr', name: 'employee' }, { schema: 'public', name: 'dept' }]);
+});
+
+test.each([
+  ['another language', [{ schema: 'public', name: 'f', language: 'plpgsql', securityDefiner: false, config: null, owner: 'o' }], 'runs code InterLock cannot analyse (LANGUAGE plpgsql)'],
+  ['an uncatalogued relation', [sqlFn('public', 'f', 'SELECT 1 FROM nowhere')], 'names a relation nowhere that is not in the source catalogue'],
+  ['a system catalogue', [sqlFn('public', 'f', 'SELECT relname FROM pg_class')], 'reads the system catalogue pg_catalog.pg_class'],
+  ['a refused built-in', [sqlFn('public', 'f', "SELECT pg_read_file('/etc/passwd')")], 'calls pg_catalog.pg_read_file, which reads server files or configuration'],
+  ['a write', [sqlFn('public', 'f', 'DELETE FROM employee')], 'runs a statement other than SELECT'],
+  ['an unparsable body', [sqlFn('public', 'f', 'SELEC 1')], 'has a body InterLock cannot analyse'],
+  ['an opaque callee', [sqlFn('public', 'f', 'SELECT g()'), { schema: 'public', name: 'g', language: 'c', securityDefiner: false, config: null, owner: 'o' }], 'calls public.g, which runs code InterLock cannot analyse (LANGUAGE c)'],
+] as Array<[string, CatalogRoutine[], string]>)('opaque: %s', (_what, routines, why) => {
+  expect(reads(catalog(routines), 'f')).toMatchObject({ relations: [], opaque: why });
+});
+
+test('a catalogue scanned before body facts existed makes every user function opaque', () => {
+  expect(reads(catalog(undefined, { functions: [{ schema: 'public', name: 'f', volatility: 'stable', returnsSet: false }] }), 'f').opaque).toMatch(/rescan it/);
+});
+
+test('the analysis reports what the user functions it runs may read, only when there are some', () => {
+  const cat = catalog([sqlFn('public', 'f', 'SELECT ssn FROM employee WHERE emp_id = $1'), sqlFn('public', 'twice', 'SELECT $1 * 2')]);
+  const a = analyzeSql('SELECT f(1), twice(2)', cat);
+  expect(a.ok && a.functionReads).toEqual([
+    { schema: 'public', name: 'f', relations: [{ schema: 'public', table: 'employee' }] },
+    { schema: 'public', name: 'twice', relations: [] },
+  ]);
+  const b = analyzeSql('SELECT upper(ssn) FROM employee', cat);
+  expect(b.ok && 'functionReads' in b).toBe(false);
+});
+
+test('a user operator a string body may use is followed, named or implied (IN, simple CASE, USING)', () => {
+  const spy = (body: string) =>
+    catalog([sqlFn('public', 'f', body), sqlFn('public', 'op_fn', 'SELECT ssn FROM employee')], {
+      operatorCode: [['public', '=', 25, 25, 'public', 'op_fn']],
+      operators: [{ schema: 'public', name: '=', volatility: 'stable' }, { schema: 'pg_catalog', name: '=', volatility: 'immutable' }],
+    });
+  for (const body of ["SELECT $1 = 'x'", "SELECT $1 IN (SELECT 'x')", "SELECT CASE $1 WHEN 'x' THEN 1 END", 'SELECT 1 FROM dept a JOIN dept b USING (dept_id)']) {
+    const cat = spy(body);
+    expect([body, reads(cat, 'f').relations]).toEqual([body, expect.arrayContaining([{ schema: 'public', name: 'employee' }])]);
+  }
+});
