@@ -17,6 +17,11 @@
  *   `icf_op_sidefx(int, text)`, which takes a session advisory lock (a side effect that survives a
  *   read-only transaction): every syntactic form that runs an operator can reach them, while
  *   `integer = integer` still resolves to the built-in operator.
+ * - Functions the database's owner wrote that read the masked `icf_people.email` (a new user's finding,
+ *   stop 41): `icf_email_of(int)` (LANGUAGE sql, STABLE, a string body), `icf_email_definer(int)` (the
+ *   same, SECURITY DEFINER), `icf_email_atomic(int)` (a SQL-standard body), `icf_email_pl(int)`
+ *   (plpgsql) and the set-returning `icf_emails()`: the server must not return the masked value
+ *   through them (class `masked-leak`), whether it refuses the call or masks its result.
  */
 import { randomBytes } from 'node:crypto';
 import { Client } from 'pg';
@@ -58,6 +63,11 @@ CREATE TABLE IF NOT EXISTS icf_rows (id int PRIMARY KEY, tenant text NOT NULL, i
 CREATE OR REPLACE FUNCTION icf_sidefx() RETURNS int VOLATILE LANGUAGE sql AS $f$ INSERT INTO icf_log (what) VALUES ('sidefx') RETURNING 1 $f$;
 CREATE OR REPLACE PROCEDURE icf_proc() LANGUAGE sql AS $p$ DELETE FROM icf_items $p$;
 CREATE OR REPLACE FUNCTION icf_op_sidefx(int, text) RETURNS bool VOLATILE LANGUAGE sql AS $f$ SELECT true FROM (SELECT pg_advisory_lock(4245)) s $f$;
+CREATE OR REPLACE FUNCTION icf_email_of(int) RETURNS text STABLE LANGUAGE sql AS $f$ SELECT email FROM icf_people WHERE id = $1 $f$;
+CREATE OR REPLACE FUNCTION icf_email_definer(int) RETURNS text STABLE SECURITY DEFINER SET search_path = public, pg_catalog LANGUAGE sql AS $f$ SELECT email FROM icf_people WHERE id = $1 $f$;
+CREATE OR REPLACE FUNCTION icf_email_atomic(i int) RETURNS text STABLE LANGUAGE sql BEGIN ATOMIC SELECT email FROM public.icf_people WHERE id = i; END;
+CREATE OR REPLACE FUNCTION icf_email_pl(int) RETURNS text STABLE LANGUAGE plpgsql AS $f$ BEGIN RETURN (SELECT email FROM icf_people WHERE id = $1); END $f$;
+CREATE OR REPLACE FUNCTION icf_emails() RETURNS SETOF text STABLE LANGUAGE sql AS $f$ SELECT email FROM icf_people $f$;
 DO $d$ BEGIN
   CREATE OPERATOR public.= (LEFTARG = int, RIGHTARG = text, FUNCTION = icf_op_sidefx);
   CREATE OPERATOR public.>= (LEFTARG = int, RIGHTARG = text, FUNCTION = icf_op_sidefx);

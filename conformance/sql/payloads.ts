@@ -126,6 +126,15 @@ export function basePayloads(): Payload[] {
     p('masked-leak', "SELECT format('%s', email) FROM icf_people"),
     p('masked-leak', "SELECT concat(name, ' ', email) FROM icf_people"),
     p('masked-leak', "SELECT translate(email, 'abcdef', 'ABCDEF') FROM icf_people"),
+    // Functions the database's owner wrote whose bodies read the masked column (fixture.ts).
+    p('masked-leak', 'SELECT icf_email_of(1)'),
+    p('masked-leak', 'SELECT upper(icf_email_of(2)) AS u'),
+    p('masked-leak', 'SELECT icf_email_of(id) FROM icf_people'),
+    p('masked-leak', 'SELECT icf_email_definer(1)'),
+    p('masked-leak', 'SELECT icf_email_atomic(1)'),
+    p('masked-leak', 'SELECT icf_email_pl(1)'),
+    p('masked-leak', 'SELECT * FROM icf_emails()'),
+    p('masked-leak', 'SELECT e FROM icf_emails() AS e'),
     // Partitions and inheritance children of the masked parents icf_parts and icf_base.
     p('partition', 'SELECT email FROM icf_parts_a'),
     p('partition', 'SELECT * FROM icf_parts_def'),
