@@ -286,6 +286,7 @@ test('counted as now: /metrics and the aggregate audit see every front-door refu
 
 test('slowloris: a front-door connection whose headers do not complete in time gets node:http\'s 408 and is destroyed', async () => {
   const slot = shed();
+  const adopted0 = door.adopted;
   try {
     const bytes = call('slow');
     const out = await new Promise<string>((resolve) => {
@@ -301,6 +302,7 @@ test('slowloris: a front-door connection whose headers do not complete in time g
       });
     });
     expect(out).toBe('HTTP/1.1 408 Request Timeout\r\nConnection: close\r\n\r\n');
+    expect(door.adopted - adopted0).toBe(1);
   } finally {
     slot.release();
   }
