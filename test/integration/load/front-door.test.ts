@@ -308,6 +308,36 @@ test('slowloris: a front-door connection whose headers do not complete in time g
   }
 }, 20_000);
 
+test('undici (fetch, as the MCP TS SDK uses): refusals at the front door on a reused connection, then (the slot freed) served', async () => {
+  const post = (rpcId: string) => {
+    const b = body(rpcId);
+    return fetch(env.url, { method: 'POST', body: b, headers: { 'Content-Type': 'application/json', Accept: 'application/json, text/event-stream', Authorization: `Bearer ${env.apiKey}`, 'MCP-Protocol-Version': MODERN, 'Mcp-Method': 'tools/call', 'Mcp-Name': 'interlock_query' } });
+  };
+  await calm();
+  const first = await post('u-0');
+  expect(first.status).toBe(200);
+  await first.text();
+  const slot = shed();
+  try {
+    const refused0 = door.refused;
+    // undici's pool may answer from a connection node:http owns (its refusal then closes it) or open one at the front door.
+    for (const id of ['u-1', 'u-2', 'u-3', 'u-4']) {
+      const r = await post(id);
+      expect(r.status).toBe(429);
+      expect(r.headers.get('retry-after')).toBe('1');
+      expect(['keep-alive', 'close']).toContain(r.headers.get('connection'));
+      expect(await r.json()).toEqual(refusalBody(id, r.headers.get('x-request-id')!));
+    }
+    expect(door.refused - refused0).toBeGreaterThanOrEqual(3);
+    slot.release();
+    const served = await post('u-5');
+    expect(served.status).toBe(200);
+    expect(await served.text()).toContain('For Those About To Rock');
+  } finally {
+    slot.release();
+  }
+}, 30_000);
+
 test('graceful close with front-door connections open: idle ones end, close() does not hang', async () => {
   const slot = shed();
   const c = await RawClient.open(port);
