@@ -4679,6 +4679,10 @@ export interface GatewayConfig {
      */
     max_audit_queue?: number;
     /**
+     * On plain HTTP (not with listen.tls), while admission is refusing calls, new connections are read by a front door in front of node:http's parser, which answers a 2026-07-28 tools/call it refuses at capacity from the connection's bytes (the same answer) and hands every other request, with its connection, to node:http; node:http's refusals at capacity then close their connection so the client's next one starts at the front door (issue 29: a refusal's cost; INTERLOCK_ADMISSION_FRONT_DOOR, true or false). Default true.
+     */
+    front_door?: boolean;
+    /**
      * After a refusal at capacity on POST /mcp, read nothing more from that connection until its Retry-After (the connection stays open). A client that waits as told loses nothing; one that retries at once on the same connection cannot spend the replica's CPU on refusals and starve the calls it admitted (INTERLOCK_ADMISSION_PAUSE_REFUSED_CONNECTIONS, true or false). Turn it off behind a proxy that carries several callers on one connection. Default true.
      */
     pause_refused_connections?: boolean;

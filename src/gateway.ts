@@ -366,6 +366,7 @@ export function capacityLimiter(a: NonNullable<ResolvedGatewayConfig['admission'
       maxEventLoopDelayMs: a.max_event_loop_delay_ms,
       maxAuditQueue: a.max_audit_queue,
       pauseRefusedConnections: a.pause_refused_connections ?? true,
+      frontDoor: a.front_door ?? true,
       controller: a.controller ?? 'long_average',
       minRttIntervalMs: a.min_rtt_interval_ms ?? DEFAULT_CAPACITY.minRttIntervalMs,
       minRttSamples: a.min_rtt_samples ?? DEFAULT_CAPACITY.minRttSamples,

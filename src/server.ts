@@ -10,6 +10,7 @@ import type { AddressInfo } from 'node:net';
 import type { Logger } from 'pino';
 import { createLogger } from './observability/logger';
 import { createGatewayApp, type GatewayApp, type GatewayAppOptions } from './transport/app';
+import { installFrontDoor } from './transport/front-door';
 
 /** A listening gateway. `url` is the MCP endpoint, e.g. http://127.0.0.1:8787/mcp. */
 export interface RunningGateway {
@@ -85,6 +86,11 @@ export async function listenGateway(opts: GatewayAppOptions & ListenOptions): Pr
     s.listen(opts.port ?? 0, host);
   });
   server.keepAliveTimeout = 65_000;
+  // The front door (issue 29 (a)): refusals at capacity decided before node:http's parser, plain HTTP only.
+  if (!opts.tls && gateway.frontDoor && gateway.deps.capacity?.settings.frontDoor !== false) {
+    installFrontDoor(server, gateway.frontDoor, serverTimeouts(opts.server ? { requestTimeoutMs: opts.server.requestTimeout, headersTimeoutMs: opts.server.headersTimeout } : opts));
+    gateway.deps.closeRefusedConnections = true;
+  }
   const port = (server.address() as AddressInfo).port;
   const shownHost = host.includes(':') ? `[${host}]` : host;
   let closing: Promise<void> | null = null;

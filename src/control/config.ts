@@ -44,7 +44,7 @@ export interface ResolvedGatewayConfig {
   notifications: { webhooks: Array<{ url: string; events: string[]; secret_env: string }>; coalesce_queued_at: number };
   cache: { ttl_ms: number; max_bytes: number };
   /** Admission by capacity (issue 29; src/transport/capacity.ts). Absent in older hand-built configs: the defaults apply. */
-  admission?: { enabled: boolean; initial_limit: number; min_limit: number; max_limit: number; queue_size: number; queue_timeout_ms: number; tolerance: number; max_event_loop_delay_ms: number; max_audit_queue: number; pause_refused_connections?: boolean; controller?: 'long_average' | 'min_rtt'; min_rtt_interval_ms?: number; min_rtt_samples?: number; latency_percentile?: number; sample_source_time?: boolean; sample_pool_wait?: boolean; raise_on_slot_waiters?: boolean; identity_limit?: boolean; identity_slot_wait_ms?: number; identity_wait_ratio?: number };
+  admission?: { enabled: boolean; initial_limit: number; min_limit: number; max_limit: number; queue_size: number; queue_timeout_ms: number; tolerance: number; max_event_loop_delay_ms: number; max_audit_queue: number; pause_refused_connections?: boolean; front_door?: boolean; controller?: 'long_average' | 'min_rtt'; min_rtt_interval_ms?: number; min_rtt_samples?: number; latency_percentile?: number; sample_source_time?: boolean; sample_pool_wait?: boolean; raise_on_slot_waiters?: boolean; identity_limit?: boolean; identity_slot_wait_ms?: number; identity_wait_ratio?: number };
   /** Audit trail: commit_timeout_ms bounds how long a call waits for its event to commit (fail closed after it). */
   audit: { commit_timeout_ms: number; retention_min_days: number };
   log_level: NonNullable<GatewayConfig['log_level']>;
@@ -68,7 +68,7 @@ export const DEFAULT_CONFIG: Readonly<ResolvedGatewayConfig> = Object.freeze({
   approvals: { ttl_seconds: 86_400, max_pending_per_identity: 20, max_pending_per_source: 100, sweep_interval_ms: 10_000, sweep_batch: 500 },
   notifications: { webhooks: [], coalesce_queued_at: 3 },
   cache: { ttl_ms: 30_000, max_bytes: 64 * 1024 * 1024 },
-  admission: { enabled: true, initial_limit: 16, min_limit: 4, max_limit: 512, queue_size: 32, queue_timeout_ms: 250, tolerance: 2, max_event_loop_delay_ms: 100, max_audit_queue: 64, pause_refused_connections: true, controller: 'long_average' as const, min_rtt_interval_ms: 10_000, min_rtt_samples: 25, latency_percentile: 90, sample_source_time: false, sample_pool_wait: false, raise_on_slot_waiters: true, identity_limit: false, identity_slot_wait_ms: 1, identity_wait_ratio: 2 },
+  admission: { enabled: true, initial_limit: 16, min_limit: 4, max_limit: 512, queue_size: 32, queue_timeout_ms: 250, tolerance: 2, max_event_loop_delay_ms: 100, max_audit_queue: 64, pause_refused_connections: true, front_door: true, controller: 'long_average' as const, min_rtt_interval_ms: 10_000, min_rtt_samples: 25, latency_percentile: 90, sample_source_time: false, sample_pool_wait: false, raise_on_slot_waiters: true, identity_limit: false, identity_slot_wait_ms: 1, identity_wait_ratio: 2 },
   audit: { commit_timeout_ms: 2000, retention_min_days: 0 },
   log_level: 'info',
   client_limits: { keyless: { points: 600, window_seconds: 60 }, streams_per_address: 128, streams_per_identity: 64, body_reads_per_address: 64, body_bytes_in_flight: 128 * 1024 * 1024, answer_write_timeout_ms: 30_000 },
@@ -111,6 +111,7 @@ export const ENV_VARS: Readonly<Record<string, readonly [string[], EnvKind]>> = 
   INTERLOCK_ADMISSION_MAX_LIMIT: [['admission', 'max_limit'], 'int'],
   INTERLOCK_ADMISSION_QUEUE_SIZE: [['admission', 'queue_size'], 'int'],
   INTERLOCK_ADMISSION_PAUSE_REFUSED_CONNECTIONS: [['admission', 'pause_refused_connections'], 'bool'],
+  INTERLOCK_ADMISSION_FRONT_DOOR: [['admission', 'front_door'], 'bool'],
   INTERLOCK_ADMISSION_CONTROLLER: [['admission', 'controller'], 'string'],
   INTERLOCK_ADMISSION_SAMPLE_SOURCE_TIME: [['admission', 'sample_source_time'], 'bool'],
   INTERLOCK_ADMISSION_SAMPLE_POOL_WAIT: [['admission', 'sample_pool_wait'], 'bool'],

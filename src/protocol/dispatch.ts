@@ -53,6 +53,13 @@ export interface DispatchDeps {
   authSurface?: AuthSurface;
   /** Admission by capacity (issue 29, src/transport/capacity.ts): governed calls take a slot first; none when absent. */
   capacity?: CapacityLimiter;
+  /**
+   * Set while a front door (src/transport/front-door.ts) takes new connections of a shedding
+   * replica: a modern-dialect refusal at capacity written by node:http's path (early-refusal.ts,
+   * answerKnownOverCapacity) then carries `Connection: close`, so the client's next connection
+   * starts in the front door instead of staying in node:http under sustained overload (issue 29, h29a).
+   */
+  closeRefusedConnections?: boolean;
 }
 
 /** Per-HTTP-request facts the dispatcher needs besides the message. */
@@ -583,9 +590,11 @@ function answerCall(adm: Admitted, id: JsonRpcId, requestId: string, ran: ToolCa
  * served call needs (abort controller, in-flight registration, identity) is built. Returns false
  * (nothing written) in every other case, and always without the aggregate audit (client limits
  * off: the refusal then needs its own event, committed on the normal path). `scope` (the socket)
- * caches the token's hash across the connection's requests.
+ * caches the token's hash across the connection's requests. `frontDoorCall`, asked only for a
+ * modern refusal while deps.closeRefusedConnections is set: true when the request's headers are a
+ * call the front door could refuse itself (then the answer carries `Connection: close`).
  */
-export function answerKnownOverCapacity(adm: Admitted, http: { requestId: string; apiKey: string; clientAddress?: string; scope?: object }, ch: ResponseChannel, deps: DispatchDeps): boolean {
+export function answerKnownOverCapacity(adm: Admitted, http: { requestId: string; apiKey: string; clientAddress?: string; scope?: object; frontDoorCall?: () => boolean }, ch: ResponseChannel, deps: DispatchDeps): boolean {
   const msg = adm.message;
   if (!deps.capacity || !deps.keylessAudit || msg.type !== 'request' || msg.method !== 'tools/call') return false;
   const target = callTarget(adm, msg.params ?? {}, deps);
@@ -600,7 +609,9 @@ export function answerKnownOverCapacity(adm: Admitted, http: { requestId: string
     return true;
   }
   // The same bytes answerCall writes (renderOutcome → errorResponse → serializeMessage), from a
-  // template made once by that very path: no outcome, rendering or serializer per refusal.
+  // template made once by that very path: no outcome, rendering or serializer per refusal; with a
+  // front door, `Connection: close` when its next request could be refused there (http.frontDoorCall).
+  if (deps.closeRefusedConnections && http.frontDoorCall?.()) answer.headers.Connection = 'close';
   ch.finalText(answer.status, answer.text, answer.headers);
   ch.writeDeadline(deps.answerWriteTimeoutMs ?? DEFAULT_ANSWER_WRITE_TIMEOUT_MS, () => answerExpired(deps, http.requestId, ran.canonical));
   if (deps.capacity.settings.pauseRefusedConnections) ch.pauseReadingAfter(early.refusal.retryAfterMs);

@@ -24,6 +24,7 @@ import { MCP_QUERY_PREFIX, mcpHandler, sendMcpLimited, sendMcpRequestError, type
 import { sendJsonText } from './channel';
 import { rateLimitedBody, retryAfterSeconds } from './http-errors';
 import { KeylessAuditAggregator } from './keyless-audit';
+import { frontDoorRefuser, type FrontDoorRefuser } from './front-door';
 import type { CapacityLimiter } from './capacity';
 import type { RateLimiter } from '../pipeline/05-rate-limit';
 import { mountProtectedResource, type AuthSurface } from '../auth/protected-resource';
@@ -85,6 +86,12 @@ export interface GatewayApp {
    */
   handler: (req: IncomingMessage, res: ServerResponse) => void;
   deps: DispatchDeps;
+  /**
+   * The MCP endpoint's refusal at capacity for a front door in front of node:http's parser
+   * (src/transport/front-door.ts, installed by listenGateway on plain HTTP); null when admission by
+   * capacity or the client limits are off.
+   */
+  frontDoor: FrontDoorRefuser | null;
   /** Aborts every in-flight tool call (reason "shutdown"). */
   abortAll(): void;
   /** Resolves when every audit write started so far has settled. */
@@ -166,6 +173,7 @@ export function createGatewayApp(opts: GatewayAppOptions & { logger: Logger }): 
     app,
     handler,
     deps,
+    frontDoor: frontDoorRefuser(deps, policy, opts.observeRequest, bodyLimit),
     abortAll() {
       for (const c of controllers) c.abort('shutdown');
     },

@@ -179,6 +179,8 @@ export interface CapacitySettings {
    * replica's CPU on refusals. Off behind a proxy that carries several callers on one connection.
    */
   pauseRefusedConnections: boolean;
+  /** On plain HTTP, decide refusals at capacity in front of node:http's parser while shedding (src/transport/front-door.ts; config admission.front_door). Default true. */
+  frontDoor?: boolean;
   /** How the limit follows latency: `long_average` (short- against long-term average) or `min_rtt` (Envoy's gradient controller); see the module. */
   controller: 'long_average' | 'min_rtt';
   /** controller min_rtt: ms from the end of one minRTT window to the start of the next (plus up to 10 % jitter). */
@@ -233,6 +235,9 @@ export const IDENTITY_MIN_LIMIT = 1;
 
 /** Per-identity limit: identities with a limit of their own kept at most; past it the oldest entry goes. */
 export const IDENTITY_LIMITS_MAX = 10_000;
+
+/** CapacityLimiter.shedding(): a refusal within this many ms means the limiter is shedding. */
+export const SHEDDING_WINDOW_MS = 1000;
 
 /** Tokens remembered by CapacityLimiter.noteToken; past it the memory starts again empty. */
 const KNOWN_TOKENS_MAX = 10_000;
@@ -398,6 +403,8 @@ export class CapacityLimiter {
   private dropCeiling: { ceiling: number; until: number } | null = null;
   private droppedCount = 0;
   private refusedCount = 0;
+  /** Clock (ms) of the last refusal (refuse()), for shedding(); -Infinity before the first. */
+  private lastRefusedAt = Number.NEGATIVE_INFINITY;
   /** Slots granted beyond the limit to identities holding none (mayBorrow). */
   private borrowedCount = 0;
   private readonly histogram: IntervalHistogram | null;
@@ -590,6 +597,16 @@ export class CapacityLimiter {
     return key;
   }
 
+  /**
+   * True while the limiter is shedding: it refused a call (by the replica's limit or an identity's
+   * own) within the last SHEDDING_WINDOW_MS. One clock read and a comparison: the signal the front
+   * door (src/transport/front-door.ts) checks for every new connection, so a replica that refuses
+   * nothing hands its connections to node:http with no other work.
+   */
+  shedding(): boolean {
+    return this.clock() - this.lastRefusedAt < SHEDDING_WINDOW_MS;
+  }
+
   /** Stops the event-loop sampler and refuses whatever waits. */
   close(): void {
     if (this.sampler) clearInterval(this.sampler);
@@ -670,6 +687,7 @@ export class CapacityLimiter {
 
   private refuse(): CapacityRefusal {
     this.refusedCount++;
+    this.lastRefusedAt = this.clock();
     return { retryAfterMs: this.retryAfterMs() };
   }
 

@@ -46,6 +46,45 @@ const H_VERSION = protocol.headers.protocolVersion.toLowerCase();
 const H_METHOD = protocol.headers.method.toLowerCase();
 const H_NAME = protocol.headers.name.toLowerCase();
 
+/** A modern tools/call named by its headers alone (earlyCall): protocol version, tool (Mcp-Name, decoded) and bearer token. */
+export interface HeaderCall {
+  version: string;
+  tool: string;
+  apiKey: string;
+}
+
+/**
+ * The call a POST's headers `h` (lower-case names, node's values) name, when they qualify for a
+ * refusal decided from the headers: MCP-Protocol-Version of the modern dialect, Mcp-Method
+ * `tools/call`, an Mcp-Name that decodes, a Bearer token, Content-Length ≤ EARLY_BODY_MAX, no
+ * Origin, Transfer-Encoding or Content-Encoding, a Host served, admission's Content-Type and
+ * Accept. Null otherwise. Shared by the early refusal and the front door (front-door.ts), so both
+ * take exactly the same requests. Pure.
+ */
+export function earlyCall(h: Record<string, string | undefined>, policy: OriginPolicy): HeaderCall | null {
+  const mpv = h[H_VERSION];
+  const method = h[H_METHOD];
+  const rawName = h[H_NAME];
+  const length = h['content-length'];
+  if (mpv === undefined || method === undefined || rawName === undefined || length === undefined || h.origin !== undefined) return null;
+  if (h['transfer-encoding'] !== undefined || h['content-encoding'] !== undefined || !(Number(length) <= EARLY_BODY_MAX)) return null;
+  const version = mpv.trim();
+  if (!MODERN.has(version) || method.trim() !== 'tools/call') return null;
+  const apiKey = bearerToken(h.authorization);
+  const tool = apiKey === null ? null : decodeMirroredHeader(rawName);
+  if (tool === null || !hostAllowed(h.host, policy) || mediaType(h['content-type']) !== protocol.http.requiredContentType || !acceptsRequired(h.accept)) return null;
+  return { version, tool, apiKey: apiKey! };
+}
+
+/** The JSON-RPC id of a body's text (null when it is not JSON or has no valid id), as the refusals decided before the body parse echo it. */
+export function bodyId(text: string): JsonRpcId | null {
+  try {
+    return readableId(JSON.parse(text));
+  } catch {
+    return null;
+  }
+}
+
 /**
  * Builds the early refusal of the MCP endpoint: a function of one request (`req`, `res`, and the
  * body-read cap's release `bodyRead`, idempotent) that returns true when it has taken the request
@@ -53,7 +92,8 @@ const H_NAME = protocol.headers.name.toLowerCase();
  * request closed, then writes the refusal and calls `observe`), false when it did nothing (the
  * caller serves the request as usual); `readBody` is the endpoint's body reader (body.ts
  * releasingBodyReader). Null when admission by capacity or the aggregate audit is
- * off (no early refusal then). Contract: Transport (429 with Retry-After for rate_limited).
+ * off (no early refusal then). With deps.closeRefusedConnections (a front door takes new
+ * connections) the refusal carries `Connection: close`. Contract: Transport (429 with Retry-After for rate_limited).
  */
 export function earlyCapacityRefusal(
   deps: DispatchDeps,
@@ -65,36 +105,25 @@ export function earlyCapacityRefusal(
   const capacity = deps.capacity;
   return (req, res, bodyRead) => {
     if (req.method !== 'POST') return false;
-    const h = req.headers as Record<string, string | undefined>;
-    const mpv = h[H_VERSION];
-    const method = h[H_METHOD];
-    const rawName = h[H_NAME];
-    const length = h['content-length'];
-    if (mpv === undefined || method === undefined || rawName === undefined || length === undefined || h.origin !== undefined) return false;
-    if (h['transfer-encoding'] !== undefined || h['content-encoding'] !== undefined || !(Number(length) <= EARLY_BODY_MAX)) return false;
-    const version = mpv.trim();
-    if (!MODERN.has(version) || method.trim() !== 'tools/call') return false;
-    const apiKey = bearerToken(h.authorization);
-    const tool = apiKey === null ? null : decodeMirroredHeader(rawName);
-    if (tool === null || !hostAllowed(h.host, policy) || mediaType(h['content-type']) !== protocol.http.requiredContentType || !acceptsRequired(h.accept)) return false;
-    const early = refuseKnownFromHeaders(deps, { apiKey: apiKey!, tool, version, clientAddress: clientAddressKey(req.socket.remoteAddress), scope: req.socket });
+    const call = earlyCall(req.headers as Record<string, string | undefined>, policy);
+    if (!call) return false;
+    const { version } = call;
+    const early = refuseKnownFromHeaders(deps, { ...call, clientAddress: clientAddressKey(req.socket.remoteAddress), scope: req.socket });
     if (!early) return false;
     // The endpoint's own body reader: under these headers (Content-Length, no Transfer-Encoding or
     // Content-Encoding, at most EARLY_BODY_MAX) it reads the framed body directly. A body that never
     // arrives (the client gone) is answered nothing; the refusal is already counted.
     readBody(req, res, (err) => {
       if (err) return;
-      let id: JsonRpcId | null = null;
-      try {
-        id = readableId(JSON.parse(String((req as { body?: unknown }).body)));
-      } catch {
-        id = null;
-      }
+      const id = bodyId(String((req as { body?: unknown }).body));
       const retryAfterMs = early.refusal.retryAfterMs;
       const answer = modernOverCapacityAnswer(version, id, early.requestId, retryAfterMs)!;
       // One writeHead with the headers as a flat list, in the order the normal path sets them
       // (X-Request-Id, Retry-After, Content-Type, Content-Length): no setHeader per header.
-      res.writeHead(answer.status, ['X-Request-Id', early.requestId, 'Retry-After', answer.headers['Retry-After'], 'Content-Type', JSON_CONTENT_TYPE, 'Content-Length', String(Buffer.byteLength(answer.text))]);
+      const head = ['X-Request-Id', early.requestId, 'Retry-After', answer.headers['Retry-After'], 'Content-Type', JSON_CONTENT_TYPE, 'Content-Length', String(Buffer.byteLength(answer.text))];
+      // With a front door: the client's next connection starts there (dispatch.ts closeRefusedConnections).
+      if (deps.closeRefusedConnections) head.splice(4, 0, 'Connection', 'close');
+      res.writeHead(answer.status, head);
       res.end(answer.text);
       armWriteDeadline(res, deps.answerWriteTimeoutMs ?? DEFAULT_ANSWER_WRITE_TIMEOUT_MS, () => answerExpired(deps, early.requestId, early.canonical));
       if (capacity.settings.pauseRefusedConnections) pauseReadingAfter(res, retryAfterMs);

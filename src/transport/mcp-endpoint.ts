@@ -33,7 +33,7 @@ import { bearerToken } from '../pipeline/01-identity';
 import { clientAddressKey, keylessGate, limitMessage, unverifiedKeyGate, type LimitRefusal } from './client-limits';
 import { MCP_PATH } from './http-guard';
 import { retryAfterSeconds } from './http-errors';
-import { earlyCapacityRefusal } from './early-refusal';
+import { earlyCall, earlyCapacityRefusal } from './early-refusal';
 
 /** Request targets with this prefix are the MCP endpoint with a query string (`/mcp?…`). */
 export const MCP_QUERY_PREFIX = `${MCP_PATH}?`;
@@ -112,7 +112,7 @@ export function mcpHandler(opts: McpEndpointOptions, deps: DispatchDeps, policy:
     const apiKey = admitted ? bearerToken(headers.authorization) : null;
     // Admission by capacity for a token seen before, decided before anything a served call needs is
     // built (issue 29 item 3): the same 429 answer, counted in the aggregate audit.
-    const refused = isCall && apiKey !== null && deps.capacity !== undefined && answerKnownOverCapacity(admitted!, { requestId, apiKey, clientAddress: clientAddressKey(req.socket.remoteAddress), scope: req.socket }, ch, deps);
+    const refused = isCall && apiKey !== null && deps.capacity !== undefined && answerKnownOverCapacity(admitted!, { requestId, apiKey, clientAddress: clientAddressKey(req.socket.remoteAddress), scope: req.socket, frontDoorCall: deps.closeRefusedConnections ? () => earlyCall(headers, policy) !== null : undefined }, ch, deps);
     if (refused) {
       // Observed once written (its bytes left with end(); nothing runs after it), without a 'close' listener.
       if (observe && res.writableEnded) observe(admitted!.message.method, admitted!.dialect, res.statusCode, 0);

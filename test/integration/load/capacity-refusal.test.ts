@@ -9,7 +9,7 @@
  * is measured in bench/11-overload.ts (a ratio in the same run), never asserted here: a timed
  * assertion in a test fails on a busy machine without anything being wrong.
  */
-import { connect, type Socket } from 'node:net';
+import { RawClient, type RawAnswer } from '../../helpers/raw-client';
 import { startGovernedEnv, type GovernedEnv } from '../../helpers/governed';
 import type { CapacityPermit } from '../../../src/transport/capacity';
 import { createApiKey } from '../../../src/control/keys';
@@ -33,7 +33,7 @@ beforeAll(async () => {
     config: {
       // One connection sends every call: it is not paused after a refusal (pause_refused_connections is tested on its own).
       allowed_origins: [ORIGIN],
-      admission: { enabled: true, initial_limit: 1, min_limit: 1, max_limit: 1, queue_size: 0, queue_timeout_ms: 250, tolerance: 2, max_event_loop_delay_ms: 60_000, max_audit_queue: 1000, pause_refused_connections: false },
+      admission: { enabled: true, initial_limit: 1, min_limit: 1, max_limit: 1, queue_size: 0, queue_timeout_ms: 250, tolerance: 2, max_event_loop_delay_ms: 60_000, max_audit_queue: 1000, pause_refused_connections: false, front_door: false },
       rate_limits: { per_identity: { points: SERVED * 1.2 + 20, window_seconds: 600 }, per_source: { points: 100_000, window_seconds: 60 } },
       cache: { ttl_ms: 0, max_bytes: 0 },
     },
@@ -44,97 +44,6 @@ afterAll(async () => {
   await env?.close();
 });
 
-/** One HTTP/1.1 keep-alive connection that sends a request and reads one Content-Length answer. */
-class RawClient {
-  private buf: Buffer = Buffer.alloc(0);
-  private readonly waiting: Array<{ resolve: (r: RawAnswer) => void; head: boolean }> = [];
-  /** Resolves when the server has closed the connection. */
-  readonly ended: Promise<void>;
-  private constructor(private readonly sock: Socket) {
-    this.ended = new Promise((resolve) => sock.once('close', () => resolve()));
-    sock.on('data', (d: Buffer) => {
-      this.buf = this.buf.length ? Buffer.concat([this.buf, d]) : d;
-      this.parse();
-    });
-  }
-  static open(): Promise<RawClient> {
-    return new Promise((resolve, reject) => {
-      const s = connect(port, '127.0.0.1', () => resolve(new RawClient(s)));
-      s.once('error', reject);
-      s.setNoDelay(true);
-    });
-  }
-  private parse(): void {
-    while (this.waiting.length && this.parseOne());
-  }
-  /** Parses one answer off the buffer for the first waiter; false when it is not complete yet. */
-  private parseOne(): boolean {
-    const end = this.buf.indexOf('\r\n\r\n');
-    if (end < 0) return false;
-    const head = this.buf.subarray(0, end).toString('latin1').split('\r\n');
-    const headers: Record<string, string> = {};
-    for (const line of head.slice(1)) {
-      const i = line.indexOf(':');
-      headers[line.slice(0, i).toLowerCase()] = line.slice(i + 1).trim();
-    }
-    let body: string;
-    if (headers['transfer-encoding'] === 'chunked') {
-      // A served call may switch to a request-scoped event stream: read the chunks to the last one.
-      let at = end + 4;
-      const parts: Buffer[] = [];
-      for (;;) {
-        const eol = this.buf.indexOf('\r\n', at);
-        if (eol < 0) return false;
-        const size = parseInt(this.buf.subarray(at, eol).toString('latin1'), 16);
-        if (this.buf.length < eol + 2 + size + 2) return false;
-        parts.push(this.buf.subarray(eol + 2, eol + 2 + size));
-        at = eol + 2 + size + 2;
-        if (size === 0) break;
-      }
-      const sse = Buffer.concat(parts).toString('utf8');
-      body = sse.split('\n').filter((l) => l.startsWith('data: ')).at(-1)?.slice(6) ?? sse;
-      this.buf = this.buf.subarray(at);
-    } else if (this.waiting[0].head) {
-      // The answer to HEAD: Content-Length gives the size of a body that is not sent.
-      body = '';
-      this.buf = this.buf.subarray(end + 4);
-    } else {
-      const len = Number(headers['content-length']);
-      if (this.buf.length < end + 4 + len) return false;
-      body = this.buf.subarray(end + 4, end + 4 + len).toString('utf8');
-      this.buf = this.buf.subarray(end + 4 + len);
-    }
-    const w = this.waiting.shift()!.resolve;
-    let parsed: unknown = body;
-    try {
-      parsed = JSON.parse(body);
-    } catch {
-      // not JSON: kept as text, so the test's expectation names it
-    }
-    w({ status: Number(head[0].split(' ')[1]), headers, body: parsed, raw: `${head.join('\r\n')}\r\n\r\n${body}` });
-    return true;
-  }
-  send(raw: string): Promise<RawAnswer> {
-    return this.sendAll([raw], 1).then((a) => a[0]);
-  }
-  /** Writes `parts` one by one (each its own socket write, in order) and resolves with the next `answers` answers. */
-  sendAll(parts: Array<string | Buffer>, answers: number, head = false): Promise<RawAnswer[]> {
-    const got = Array.from({ length: answers }, () => new Promise<RawAnswer>((resolve) => this.waiting.push({ resolve, head })));
-    for (const p of parts) this.sock.write(p);
-    return Promise.all(got);
-  }
-  close(): void {
-    this.sock.destroy();
-  }
-}
-
-interface RawAnswer {
-  status: number;
-  headers: Record<string, string>;
-  body: any;
-  /** The status line, header lines in order and the body (the decoded data for a chunked one), as received. */
-  raw: string;
-}
 
 /** The bytes of one tools/call of interlock_query (a point read of track `id`), in the modern or handshake dialect. */
 function request(id: number, dialect: 'modern' | 'handshake' | 'discover', rpcId: number | string = 7, apiKey = env.apiKey, origin?: string): string {
@@ -177,7 +86,7 @@ async function sendMany(c: RawClient, n: number, dialect: 'modern' | 'handshake'
 }
 
 test('the refusal at capacity: exact answers in both dialects, Retry-After, aggregated audit, no rate-limit charge', async () => {
-  const c = await RawClient.open();
+  const c = await RawClient.open(port);
   try {
     // Warm up: pools, analysis, the token's identity (the limiter remembers it).
     const warm = await c.send(request(1, 'modern'));
@@ -250,7 +159,7 @@ test('the refusal at capacity: exact answers in both dialects, Retry-After, aggr
 }, 120_000);
 
 test('a token not seen before is refused after its identity is resolved, the same way; then before, byte for byte', async () => {
-  const c = await RawClient.open();
+  const c = await RawClient.open(port);
   const slot = holdTheSlot();
   try {
     for (const origin of [undefined, ORIGIN]) {
@@ -290,8 +199,8 @@ test('pause_refused_connections: after a refusal at capacity its connection is n
   // A fresh identity: the first test spent the demo identity's rate-limit budget on purpose.
   const who = await createIdentity(env.db, 'pause-agent');
   const key = (await createApiKey(env.db, who.id)).secret;
-  const c = await RawClient.open();
-  const other = await RawClient.open();
+  const c = await RawClient.open(port);
+  const other = await RawClient.open(port);
   let slot = holdTheSlot();
   try {
     const first = await c.send(listSources('p-1', key));
@@ -350,7 +259,7 @@ async function refusalsOnMetrics(): Promise<{ toolCalls: number; requests: numbe
 test('decided from the headers, before the body is parsed: same bytes, the body read to its end, keep-alive and pipelining intact, every refusal counted', async () => {
   const who = await createIdentity(env.db, 'early-agent');
   const key = (await createApiKey(env.db, who.id)).secret;
-  const c = await RawClient.open();
+  const c = await RawClient.open(port);
   const slot = holdTheSlot();
   try {
     // The token's first call is refused after its identity is resolved; the limiter then knows it.
@@ -438,10 +347,10 @@ test('an HTTP/1.0 client refused from the headers gets Connection: close and the
   const key = (await createApiKey(env.db, who.id)).secret;
   const slot = holdTheSlot();
   try {
-    const warm = await RawClient.open();
+    const warm = await RawClient.open(port);
     expect((await warm.send(request(4, 'modern', 'w', key))).status).toBe(429);
     warm.close();
-    const c = await RawClient.open();
+    const c = await RawClient.open(port);
     const body = JSON.stringify({ jsonrpc: '2.0', id: 'old', method: 'tools/call', params: { name: 'interlock_query', arguments: {}, _meta: { 'io.modelcontextprotocol/protocolVersion': MODERN, 'io.modelcontextprotocol/clientCapabilities': {} } } });
     const a = await c.send(callHead(key, Buffer.byteLength(body), [], 'HTTP/1.0') + body);
     expect(a.raw.startsWith('HTTP/1.1 429 Too Many Requests\r\n')).toBe(true);

@@ -43,7 +43,7 @@ describe('loadConfig', () => {
       approvals: { ttl_seconds: 86400, max_pending_per_identity: 20, max_pending_per_source: 100, sweep_interval_ms: 10000, sweep_batch: 500 },
       notifications: { webhooks: [], coalesce_queued_at: 3 },
       cache: { ttl_ms: 30000, max_bytes: 67108864 },
-      admission: { enabled: true, initial_limit: 16, min_limit: 4, max_limit: 512, queue_size: 32, queue_timeout_ms: 250, tolerance: 2, max_event_loop_delay_ms: 100, max_audit_queue: 64, pause_refused_connections: true, controller: 'long_average', min_rtt_interval_ms: 10_000, min_rtt_samples: 25, latency_percentile: 90, sample_source_time: false, sample_pool_wait: false, raise_on_slot_waiters: true, identity_limit: false, identity_slot_wait_ms: 1, identity_wait_ratio: 2 },
+      admission: { enabled: true, initial_limit: 16, min_limit: 4, max_limit: 512, queue_size: 32, queue_timeout_ms: 250, tolerance: 2, max_event_loop_delay_ms: 100, max_audit_queue: 64, pause_refused_connections: true, front_door: true, controller: 'long_average', min_rtt_interval_ms: 10_000, min_rtt_samples: 25, latency_percentile: 90, sample_source_time: false, sample_pool_wait: false, raise_on_slot_waiters: true, identity_limit: false, identity_slot_wait_ms: 1, identity_wait_ratio: 2 },
       audit: { commit_timeout_ms: 2000, retention_min_days: 0 },
       log_level: 'info',
       client_limits: { keyless: { points: 600, window_seconds: 60 }, streams_per_address: 128, streams_per_identity: 64, body_reads_per_address: 64, body_bytes_in_flight: 134217728, answer_write_timeout_ms: 30000 },

@@ -1,0 +1,356 @@
+/**
+ * The front door (issue 29 (a), src/transport/front-door.ts): while admission is shedding, a new
+ * connection's modern tools/call refused at capacity is answered before node:http's parser, with
+ * the same bytes as node:http's early refusal (but request id and Date); every other request is
+ * handed over with its connection at a request boundary and answered by node:http exactly as
+ * without the front door. Each test checks that the front door answered (its `refused` count), so
+ * each fails with admission.front_door off. No timed assertions on speed (bench/11-refusal-cost.ts).
+ */
+import fc from 'fast-check';
+import { connect } from 'node:net';
+import { startGovernedEnv, type GovernedEnv } from '../../helpers/governed';
+import { RawClient, type RawAnswer } from '../../helpers/raw-client';
+import type { CapacityPermit } from '../../../src/transport/capacity';
+import { frontDoorOf, type FrontDoor } from '../../../src/transport/front-door';
+
+const MODERN = '2026-07-28';
+const AT_CAPACITY = 'The gateway is at capacity; wait retry_after_ms milliseconds before trying again.';
+const POINT = 'SELECT track_id, name FROM track WHERE track_id = $1';
+const HEADERS_TIMEOUT_MS = 600;
+
+let env: GovernedEnv;
+let port = 0;
+let door: FrontDoor;
+
+beforeAll(async () => {
+  env = await startGovernedEnv({
+    config: {
+      listen: { headers_timeout_ms: HEADERS_TIMEOUT_MS, request_timeout_ms: 1200 } as never,
+      admission: { enabled: true, initial_limit: 1, min_limit: 1, max_limit: 1, queue_size: 0, queue_timeout_ms: 250, tolerance: 2, max_event_loop_delay_ms: 60_000, max_audit_queue: 1000, pause_refused_connections: false },
+    },
+  });
+  port = Number(new URL(env.url).port);
+  door = frontDoorOf(env.gateway.server)!;
+  // Warm up: the token's identity is remembered by the limiter (refusals from the headers need it).
+  const c = await RawClient.open(port);
+  expect((await c.send(call(1))).status).toBe(200);
+  c.close();
+}, 60_000);
+afterAll(async () => {
+  await env?.close();
+});
+
+/** The head of a modern tools/call of interlock_query with body `body` (headers in the order `extra` then the rest). */
+function head(body: string, extra: string[] = [], apiKey = env.apiKey): string {
+  return [
+    'POST /mcp HTTP/1.1',
+    ...extra,
+    `Host: 127.0.0.1:${port}`,
+    'Content-Type: application/json',
+    'Accept: application/json, text/event-stream',
+    `Authorization: Bearer ${apiKey}`,
+    `Content-Length: ${Buffer.byteLength(body)}`,
+    `MCP-Protocol-Version: ${MODERN}`,
+    'Mcp-Method: tools/call',
+    'Mcp-Name: interlock_query',
+  ].join('\r\n') + '\r\n\r\n';
+}
+
+function body(rpcId: string | number, track = 1): string {
+  return JSON.stringify({ jsonrpc: '2.0', id: rpcId, method: 'tools/call', params: { name: 'interlock_query', arguments: { source_id: 'chinook', sql: POINT, params: [track] }, _meta: { 'io.modelcontextprotocol/protocolVersion': MODERN, 'io.modelcontextprotocol/clientCapabilities': {} } } });
+}
+
+function call(rpcId: string | number, extra: string[] = []): string {
+  const b = body(rpcId);
+  return head(b, extra) + b;
+}
+
+function discover(rpcId: string): string {
+  const b = JSON.stringify({ jsonrpc: '2.0', id: rpcId, method: 'server/discover', params: { _meta: { 'io.modelcontextprotocol/protocolVersion': MODERN, 'io.modelcontextprotocol/clientCapabilities': {} } } });
+  return `POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nAuthorization: Bearer ${env.apiKey}\r\nContent-Length: ${Buffer.byteLength(b)}\r\nMCP-Protocol-Version: ${MODERN}\r\nMcp-Method: server/discover\r\n\r\n${b}`;
+}
+
+function refusalBody(rpcId: string | number | null, requestId: string): unknown {
+  return { jsonrpc: '2.0', id: rpcId, error: { code: -32602, message: AT_CAPACITY, data: { status: 'rate_limited', code: 'rate_limited', message: AT_CAPACITY, retry_after_ms: 1000, request_id: requestId } } };
+}
+
+/** Holds the replica's only slot and has the limiter refuse once, so it is shedding (new connections start at the front door). */
+function shed(): CapacityPermit {
+  const got = env.gateway.capacity!.acquire(undefined, 'someone-else');
+  if (got instanceof Promise || 'retryAfterMs' in got) throw new Error('the slot was not free');
+  const refused = env.gateway.capacity!.acquire(undefined, 'someone-else');
+  if (refused instanceof Promise || !('retryAfterMs' in refused)) throw new Error('not refused');
+  return got;
+}
+
+/** Resolves once the limiter is no longer shedding (a new connection then goes straight to node:http). */
+async function calm(): Promise<void> {
+  while (env.gateway.capacity!.shedding()) await new Promise((r) => setTimeout(r, 50));
+}
+
+/** An answer's bytes with its request id and Date made constant. */
+function same(a: RawAnswer): string {
+  return a.raw.split(a.headers['x-request-id']).join('-').replace(/\r\nDate: [^\r]*/, '\r\nDate: -');
+}
+
+/** Writes `bytes` on a new connection (opened before `shed` when `early`) and resolves with everything received until the server closes it. */
+function exchange(bytes: Array<string | Buffer>): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const s = connect(port, '127.0.0.1', async () => {
+      for (const b of bytes) {
+        s.write(b);
+        await new Promise((r) => setImmediate(r));
+      }
+    });
+    let out = '';
+    s.on('data', (d) => (out += d.toString('latin1')));
+    s.on('error', reject);
+    s.on('close', () => resolve(out));
+    setTimeout(() => s.end(), 400).unref();
+  });
+}
+
+test('the same bytes as the early refusal, keep-alive: refusal, refusal, then (the slot freed) the call served on the same connection', async () => {
+  // node:http's early refusal, on a connection opened before the limiter sheds (it goes to node:http).
+  await calm();
+  const adopted0 = door.adopted;
+  const before = await RawClient.open(port);
+  let slot = shed();
+  try {
+    const viaNode = await before.send(call('n-1'));
+    expect(door.adopted).toBe(adopted0);
+    const c = await RawClient.open(port);
+    const refused0 = door.refused;
+    const a = await c.send(call('f-1'));
+    const b = await c.send(call('f-2'));
+    expect(door.refused - refused0).toBe(2);
+    for (const [x, id] of [[a, 'f-1'], [b, 'f-2']] as const) {
+      expect(x.status).toBe(429);
+      expect(x.body).toEqual(refusalBody(id, x.headers['x-request-id']));
+    }
+    // node:http's says Connection: close (a front door is on); otherwise the same bytes.
+    const nodeKeepAlive = same(viaNode).replace('Connection: close\r\n', '').replace('Date: -\r\n', 'Date: -\r\nConnection: keep-alive\r\nKeep-Alive: timeout=65\r\n');
+    expect(same(a).replace('"f-1"', '"n-1"')).toBe(nodeKeepAlive);
+    expect(same(a)).toMatch(/^HTTP\/1\.1 429 Too Many Requests\r\nX-Request-Id: -\r\nRetry-After: 1\r\nContent-Type: application\/json; charset=utf-8\r\nContent-Length: \d+\r\nDate: -\r\nConnection: keep-alive\r\nKeep-Alive: timeout=65\r\n\r\n\{"jsonrpc":"2\.0","id":"f-1","error":/);
+    await before.ended;
+    // The slot freed: the next call on the same connection is handed to node:http and served.
+    slot.release();
+    const served = await c.send(call('f-3'));
+    expect(served.status).toBe(200);
+    expect(served.body.result.structuredContent.rows).toEqual([{ track_id: 1, name: 'For Those About To Rock (We Salute You)' }]);
+    expect(door.refused - refused0).toBe(2);
+    // node:http owns it now: refused there again (its refusal closes the connection).
+    slot = shed();
+    const late = await c.send(call('f-4'));
+    expect(late.status).toBe(429);
+    expect(late.headers.connection).toBe('close');
+    await c.ended;
+  } finally {
+    slot.release();
+    before.close();
+  }
+}, 30_000);
+
+test('pipelined: refusal, refusal, discover, refusal in one write: two refused at the front door, the rest by node:http, in order', async () => {
+  const slot = shed();
+  try {
+    const c = await RawClient.open(port);
+    const refused0 = door.refused;
+    const got = await c.sendAll([call('p-1') + call('p-2') + discover('d-1') + call('p-3')], 4);
+    expect(got.map((a) => a.status)).toEqual([429, 429, 200, 429]);
+    expect(got[0].body).toEqual(refusalBody('p-1', got[0].headers['x-request-id']));
+    expect(got[1].body).toEqual(refusalBody('p-2', got[1].headers['x-request-id']));
+    expect(got[2].body.id).toBe('d-1');
+    expect(got[3].body).toEqual(refusalBody('p-3', got[3].headers['x-request-id']));
+    expect(got[3].headers.connection).toBe('close');
+    expect(door.refused - refused0).toBe(2);
+    c.close();
+  } finally {
+    slot.release();
+  }
+});
+
+test('a body in pieces, and a request split at every byte boundary of its header block (fast-check)', async () => {
+  const slot = shed();
+  try {
+    const c = await RawClient.open(port);
+    const refused0 = door.refused;
+    const b = body('pieces');
+    const a = await c.sendAll([head(b), b.slice(0, 5), b.slice(5, 40), b.slice(40)], 1);
+    expect(a[0].body).toEqual(refusalBody('pieces', a[0].headers['x-request-id']));
+    expect(door.refused - refused0).toBe(1);
+    c.close();
+    const bytes = Buffer.from(call('split'));
+    const headerLength = bytes.indexOf('\r\n\r\n') + 4;
+    await fc.assert(
+      fc.asyncProperty(fc.uniqueArray(fc.integer({ min: 1, max: headerLength }), { minLength: 1, maxLength: 6 }), async (cuts) => {
+        const at = [0, ...cuts.sort((x, y) => x - y), bytes.length];
+        const parts = at.slice(1).map((end, i) => bytes.subarray(at[i], end)).filter((p) => p.length > 0);
+        const before = door.refused;
+        const s = await RawClient.open(port);
+        const [r] = await s.sendAll(parts, 1);
+        s.close();
+        expect(r.status).toBe(429);
+        expect(r.body).toEqual(refusalBody('split', r.headers['x-request-id']));
+        expect(door.refused - before).toBe(1);
+      }),
+      { numRuns: 40 },
+    );
+    // Every single boundary too.
+    for (let cut = 1; cut < headerLength; cut++) {
+      const s = await RawClient.open(port);
+      const [r] = await s.sendAll([bytes.subarray(0, cut), bytes.subarray(cut)], 1);
+      s.close();
+      expect(r.status).toBe(429);
+    }
+  } finally {
+    slot.release();
+  }
+}, 60_000);
+
+test('oversized, duplicate and odd headers, HTTP/1.0: handed over and answered by node:http exactly as without the front door', async () => {
+  const b = body('odd');
+  const cases: string[] = [
+    call('dup', ['Content-Length: ' + Buffer.byteLength(b)]), // duplicate Content-Length: node's 400
+    call('fold', ['X-Folded: a', ' b']), // obs-fold
+    call('big', [`X-Big: ${'a'.repeat(17 * 1024)}`]), // over 16 KiB: node's 431
+    call('acc', ['Accept: application/json']), // a duplicate header it reads: node joins them
+    call('te', ['Transfer-Encoding: chunked']), // Content-Length and Transfer-Encoding: node's 400
+    call('q').replace('POST /mcp ', 'POST /mcp?x=1 '),
+    call('h10').replace('HTTP/1.1', 'HTTP/1.0'),
+    call('lf').replace('Mcp-Method: tools/call\r\n', 'Mcp-Method: tools/call\n'),
+    call('utf8', ['X-Name: caf\u00e9']),
+  ];
+  await calm();
+  const adopted0 = door.adopted;
+  let held: CapacityPermit | null = null;
+  try {
+    // Without the front door: each on a connection node:http owns (opened while the limiter was not shedding)…
+    const direct: Array<Promise<string>> = [];
+    const sockets = await Promise.all(cases.map(() => new Promise<import('node:net').Socket>((resolve) => { const s = connect(port, '127.0.0.1', () => resolve(s)); })));
+    // The server has accepted them all (its 'connection' event, where the front door decides) before the limiter sheds.
+    while ((await new Promise<number>((r) => env.gateway.server.getConnections((_e, n) => r(n)))) < cases.length) await new Promise((r) => setTimeout(r, 20));
+    held = shed();
+    for (const [i, s] of sockets.entries()) {
+      direct.push(new Promise((resolve) => {
+        let out = '';
+        s.on('data', (d) => (out += d.toString('latin1')));
+        s.on('close', () => resolve(out));
+        s.write(Buffer.from(cases[i], 'utf8'));
+        setTimeout(() => s.end(), 400).unref();
+      }));
+    }
+    const viaNode = await Promise.all(direct);
+    expect(door.adopted).toBe(adopted0);
+    // …and through the front door (new connections while shedding).
+    const refused0 = door.refused;
+    const viaDoor = await Promise.all(cases.map((c) => exchange([Buffer.from(c, 'utf8')])));
+    const norm = (s: string) => s.replace(/X-Request-Id: [^\r]*/g, 'X-Request-Id: -').replace(/Date: [^\r]*/g, 'Date: -').replace(/"request_id":"[^"]*"/g, '"request_id":"-"');
+    expect(viaDoor.map(norm)).toEqual(viaNode.map(norm));
+    expect(viaDoor[0]).toMatch(/^HTTP\/1\.1 400 Bad Request/);
+    expect(viaDoor[2]).toMatch(/^HTTP\/1\.1 431 /);
+    expect(viaDoor[3]).toMatch(/^HTTP\/1\.1 429 /);
+    expect(door.refused - refused0).toBe(0);
+    expect(door.adopted - adopted0).toBe(cases.length);
+  } finally {
+    held?.release();
+  }
+}, 30_000);
+
+test('counted as now: /metrics and the aggregate audit see every front-door refusal', async () => {
+  const metric = async (): Promise<number> => {
+    const text = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
+    const series = 'interlock_mcp_requests_total{method="tools/call",dialect="modern",status="429"}';
+    return Number(text.split('\n').find((l) => l.startsWith(`${series} `))?.slice(series.length + 1) ?? 0);
+  };
+  const auditCount = async (): Promise<number> => {
+    await env.gateway.gateway.flushAudit();
+    const rows = (await env.db.pool.query<{ details: any }>("SELECT details FROM audit_events WHERE kind = 'tool_call' AND reason_code = 'rate_limited'")).rows;
+    return rows.filter((r) => r.details?.aggregated === true).reduce((n, r) => n + Number(r.details.count), 0);
+  };
+  const m0 = await metric();
+  const a0 = await auditCount();
+  const refusedBefore = env.gateway.capacity!.refused;
+  const slot = shed();
+  const c = await RawClient.open(port);
+  const door0 = door.refused;
+  for (let i = 0; i < 10; i++) expect((await c.send(call(`m-${i}`))).status).toBe(429);
+  c.close();
+  slot.release();
+  expect(door.refused - door0).toBe(10);
+  expect((await metric()) - m0).toBe(10);
+  // 10 by the front door and the one shed() provoked (not audited: no request).
+  expect(env.gateway.capacity!.refused - refusedBefore).toBe(11);
+  expect((await auditCount()) - a0).toBe(10);
+}, 30_000);
+
+test('slowloris: a front-door connection whose headers do not complete in time gets node:http\'s 408 and is destroyed', async () => {
+  const slot = shed();
+  const adopted0 = door.adopted;
+  try {
+    const bytes = call('slow');
+    const out = await new Promise<string>((resolve) => {
+      const s = connect(port, '127.0.0.1', () => s.write(bytes.slice(0, 60)));
+      let got = '';
+      s.on('data', (d) => (got += d.toString('latin1')));
+      // One more byte now and then, never the end of the header block.
+      let i = 60;
+      const drip = setInterval(() => (s.writable ? s.write(bytes[i++]) : undefined), 100);
+      s.on('close', () => {
+        clearInterval(drip);
+        resolve(got);
+      });
+    });
+    expect(out).toBe('HTTP/1.1 408 Request Timeout\r\nConnection: close\r\n\r\n');
+    expect(door.adopted - adopted0).toBe(1);
+  } finally {
+    slot.release();
+  }
+}, 20_000);
+
+test('undici (fetch, as the MCP TS SDK uses): refusals at the front door on a reused connection, then (the slot freed) served', async () => {
+  const post = (rpcId: string) => {
+    const b = body(rpcId);
+    return fetch(env.url, { method: 'POST', body: b, headers: { 'Content-Type': 'application/json', Accept: 'application/json, text/event-stream', Authorization: `Bearer ${env.apiKey}`, 'MCP-Protocol-Version': MODERN, 'Mcp-Method': 'tools/call', 'Mcp-Name': 'interlock_query' } });
+  };
+  await calm();
+  const first = await post('u-0');
+  expect(first.status).toBe(200);
+  await first.text();
+  const slot = shed();
+  try {
+    const refused0 = door.refused;
+    // undici's pool may answer from a connection node:http owns (its refusal then closes it) or open one at the front door.
+    for (const id of ['u-1', 'u-2', 'u-3', 'u-4']) {
+      const r = await post(id);
+      expect(r.status).toBe(429);
+      expect(r.headers.get('retry-after')).toBe('1');
+      expect(['keep-alive', 'close']).toContain(r.headers.get('connection'));
+      expect(await r.json()).toEqual(refusalBody(id, r.headers.get('x-request-id')!));
+    }
+    expect(door.refused - refused0).toBeGreaterThanOrEqual(3);
+    slot.release();
+    const served = await post('u-5');
+    expect(served.status).toBe(200);
+    expect(await served.text()).toContain('For Those About To Rock');
+  } finally {
+    slot.release();
+  }
+}, 30_000);
+
+test('graceful close with front-door connections open: idle ones end, close() does not hang', async () => {
+  const slot = shed();
+  const c = await RawClient.open(port);
+  expect((await c.send(call('g-1'))).status).toBe(429);
+  const silent = connect(port, '127.0.0.1');
+  await new Promise((r) => silent.once('connect', r));
+  silent.on('error', () => undefined);
+  silent.resume();
+  const silentClosed = new Promise((r) => silent.once('close', r));
+  expect(door.size).toBeGreaterThanOrEqual(2);
+  slot.release();
+  await env.gateway.close(1000);
+  await c.ended;
+  await silentClosed;
+  expect(door.size).toBe(0);
+}, 30_000);
