@@ -31,10 +31,12 @@ export async function start(admission: Admission, identities: number): Promise<{
       cache: { ttl_ms: 0, max_bytes: 0 },
     },
   });
+  // Its body calls pg_sleep, which agents may not call: InterLock refuses it as opaque unless the
+  // source trusts it (task hfn), as an operator would for such a helper.
   await sourceQuery(env, "CREATE FUNCTION public.slow_count(seconds float8) RETURNS int LANGUAGE sql STABLE AS 'SELECT count(*)::int FROM pg_catalog.pg_sleep(seconds)'");
   const src = await getSource(env.db, 'chinook');
   if (!src || src.type !== 'postgres') throw new Error('no chinook source');
-  await putSource(env.db, { id: src.id, type: src.type, name: src.name, description: src.description, enabled: true, settings: { ...src.settings, pool_size: 4, max_concurrent_per_identity: 2, identity_wait_ms: 30_000, connect_timeout_ms: 30_000 } });
+  await putSource(env.db, { id: src.id, type: src.type, name: src.name, description: src.description, enabled: true, settings: { ...src.settings, trusted_functions: ['public.slow_count'], pool_size: 4, max_concurrent_per_identity: 2, identity_wait_ms: 30_000, connect_timeout_ms: 30_000 } });
   await scanSource(env.db, 'chinook');
   const keys: string[] = [];
   for (let i = 0; i < identities; i++) {

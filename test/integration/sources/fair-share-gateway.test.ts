@@ -37,7 +37,7 @@ beforeAll(async () => {
     name: src.name,
     description: src.description,
     enabled: true,
-    settings: { ...src.settings, pool_size: 2, max_concurrent_per_identity: 2, identity_wait_ms: 200, connect_timeout_ms: 300, breaker: { failure_threshold: 2 } },
+    settings: { ...src.settings, trusted_functions: ['public.slow_count'], pool_size: 2, max_concurrent_per_identity: 2, identity_wait_ms: 200, connect_timeout_ms: 300, breaker: { failure_threshold: 2 } },
   });
   await scanSource(env.db, 'chinook');
   const other = await createIdentity(env.db, 'polite-agent');
