@@ -182,7 +182,9 @@ describe('hnu41 item 2 / hlow item 1: named refusals and describe through lineag
   // (viewColumnDenied analyses each view column once per catalogue snapshot, then decides its
   // lineage per call). Logged for the report.
   test('measure: describe_source and describe_access over 500 views with a read deny', async () => {
-    await a.admin.query(`DO $$ BEGIN FOR i IN 1..500 LOOP
+    // RT41A_VIEWS overrides the count for a larger one-off measurement (the report's 2000-view figure).
+    const n = Number(process.env.RT41A_VIEWS ?? 500);
+    await a.admin.query(`DO $$ BEGIN FOR i IN 1..${n} LOOP
       EXECUTE format('CREATE VIEW rt41w%s AS SELECT id, open, secret AS s%s, id + %s AS k FROM rt41t', i, i, i);
       EXECUTE format('GRANT SELECT ON rt41w%s TO %I', i, '${a.env.demo.readerRole}');
     END LOOP; END $$;`);
@@ -207,9 +209,9 @@ describe('hnu41 item 2 / hlow item 1: named refusals and describe through lineag
       }
     }
     // 500 views × 3 visible columns (s<i> hidden through its lineage) for the deny; all 4 without.
-    expect(rows).toEqual({ deny: 1500, plain: 2000 });
+    expect(rows).toEqual({ deny: 3 * n, plain: 4 * n });
     // eslint-disable-next-line no-console
-    console.log(`rt41a describe over 500 views (ms per call, first = cold snapshot; load ${require('node:os').loadavg()[0].toFixed(1)}): ${JSON.stringify(times)}`);
+    console.log(`rt41a describe over ${n} views (ms per call, first = cold snapshot; load ${require('node:os').loadavg()[0].toFixed(1)}): ${JSON.stringify(times)}`);
   });
 });
 
