@@ -365,8 +365,21 @@ export async function removeSource(db: ControlDb, id: string, opts: { operator: 
   return withTransaction(db, (c) => removeSourceIn(c, id, opts));
 }
 
-/** removeSource inside the caller's transaction (used by `interlock apply --prune`). */
+/**
+ * Advisory lock key serializing `interlock apply` (src/declarative/apply.ts) and source removals
+ * (any constant; "interlock apply"), taken with pg_advisory_xact_lock.
+ */
+export const APPLY_LOCK = 0x1e7e_a991;
+
+/**
+ * removeSource inside the caller's transaction (used by `interlock apply --prune`). It first takes
+ * apply's transaction lock (APPLY_LOCK; reentrant inside an apply): an apply adding a claim mapping
+ * rule naming the source would otherwise see the source while this removal's transaction is open,
+ * write the rule after untieClaimRules found none, and leave a rule naming a removed source (red
+ * team rt41a, low).
+ */
 export async function removeSourceIn(c: pg.ClientBase, id: string, opts: { operator: string; force?: boolean }): Promise<SourceRemoval> {
+  await c.query('SELECT pg_advisory_xact_lock($1)', [APPLY_LOCK]);
   const found = await c.query('SELECT id FROM sources WHERE id = $1 FOR UPDATE', [id]);
   if (found.rowCount === 0) throw new NotFoundError(`source "${id}" not found`);
   // No row lock on approvals: the operator role may not UPDATE them (red team rtop finding 4). With

@@ -16,7 +16,7 @@ import type pg from 'pg';
 import { withTransaction, type ControlDb } from '../control/db';
 import { ConflictError, ValidationError } from '../control/errors';
 import { appendAuditRows, configRow, type ConfigAuditEvent } from '../audit/writer';
-import { canonicalJson, removeSourceIn } from '../control/sources';
+import { APPLY_LOCK, canonicalJson, removeSourceIn } from '../control/sources';
 import { newIdentityId } from '../control/ids';
 import { insertOperatorGrant } from '../control/grants';
 import { scanSource, type UnreadableRelation } from '../control/scan';
@@ -30,8 +30,6 @@ import { desiredStateOf, fileDigest, keepStoredSecrets, parseFileText, processSe
 import { readConfigState } from './state';
 import type { ConfigState, DesiredState } from './types';
 
-/** Advisory lock key serializing applies (any constant; "interlock apply"). */
-const APPLY_LOCK = 0x1e7e_a991;
 
 /** What to apply: the file's text (YAML or JSON; its bytes are digested) or an already parsed document (digested as canonical JSON). */
 export type ApplyInput = { text: string } | { document: unknown };

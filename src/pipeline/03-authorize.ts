@@ -199,7 +199,7 @@ export function viewLineageDenied(evaluator: AccessEvaluator, sourceId: string, 
 /**
  * The text of a refused read (task hnu41 item 2): `checks` start at the first refused check; every
  * refused read among them whose refusal a deny statement naming it decides (AccessEvaluator.denyNaming,
- * on the relation or an ancestor) is named by that statement's resource, which describe_access lists;
+ * on the relation or an ancestor the caller may describe: shownAncestors) is named by that statement's resource, which describe_access lists;
  * anything refused otherwise (not granted, a wildcard deny: naming it would tell an existing column
  * from a missing one) stays unnamed. Nothing named: the common text (deniedText).
  */
@@ -210,11 +210,26 @@ function readRefusalText(evaluator: AccessEvaluator, sourceId: string, checks: A
     if (c.action !== 'read') continue;
     const d = decideInHierarchy(evaluator, sourceId, 'read', c, hierarchy, c.column === undefined ? catalogColumns(catalog, c.schema, c.table) : []);
     if (d === 'allow') continue;
-    const by = d === 'deny' ? [{ schema: c.schema, name: c.table }, ...hierarchy.ancestors(c.schema, c.table)].map((t) => evaluator.denyNaming(sourceId, 'read', { schema: t.schema, table: t.name, ...(c.column !== undefined ? { column: c.column } : {}) })).find((x) => x !== null) : undefined;
+    const by = d === 'deny' ? [{ schema: c.schema, name: c.table }, ...shownAncestors(evaluator, sourceId, c, catalog, hierarchy)].map((t) => evaluator.denyNaming(sourceId, 'read', { schema: t.schema, table: t.name, ...(c.column !== undefined ? { column: c.column } : {}) })).find((x) => x !== null) : undefined;
     if (by) named.add(by);
     else rest = true;
   }
   return named.size ? namedDenyMessage([...named].sort(), rest, sql !== undefined && selectsStar(sql)) : deniedText(sql);
+}
+
+/**
+ * The ancestors of `c`'s relation, nearest first, up to (not including) the first one the caller may
+ * not describe (no column of it describable): those describe_source shows as partition_of/inherits
+ * links (rt1 RT1-5). A refusal naming a deny on an ancestor past that point would tell the caller
+ * that the relation it reads descends from one describe hides from it (red team rt41a, low).
+ */
+function shownAncestors(evaluator: AccessEvaluator, sourceId: string, c: { schema: string; table: string }, catalog: SourceCatalog, hierarchy: RelationHierarchy): RelationName[] {
+  const shown: RelationName[] = [];
+  for (const t of hierarchy.ancestors(c.schema, c.table)) {
+    if (!catalogColumns(catalog, t.schema, t.name).some((column) => decideInHierarchy(evaluator, sourceId, 'describe', { schema: t.schema, table: t.name, column }, hierarchy) === 'allow')) break;
+    shown.push(t);
+  }
+  return shown;
 }
 
 /**

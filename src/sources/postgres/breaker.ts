@@ -9,8 +9,8 @@
  * fire() (issue 28, h28s): fire() adds per call a promise of its own, a semaphore promise, a
  * then/catch pair, the 'fire' and 'success' events, two clock reads and rolling statistics that
  * nothing here reads (its error-rate rule is disabled). Such a call settles the breaker exactly as
- * fire() would: a success, or a failure the error filter passes over, resets the count and closes a
- * circuit that went half-open meanwhile; a source failure counts, and opens a half-open circuit
+ * fire() would: a success, or a failure the error filter passes over (but local saturation, which
+ * settles nothing: isSaturation), resets the count and closes a circuit that went half-open meanwhile; a source failure counts, and opens a half-open circuit
  * (test/unit/sources/breaker.test.ts pins both paths). While the circuit is open or half-open every
  * call goes through fire(), which refuses it or lets it be the probe.
  */
@@ -21,6 +21,17 @@ import { SourceError, localFailure } from './errors';
 /** Whether a failure counts against the source's health (errors.ts sets `sourceFailure` only for those). */
 function isSourceFailure(err: unknown): boolean {
   return err instanceof SourceError && err.sourceFailure;
+}
+
+/**
+ * Whether a failure says nothing about the source either way: `source_busy`, pg-pool's wait for a
+ * free connection of this process (local saturation). It neither counts nor resets the count (red
+ * team rt41a): a source that stops answering under more calls than the pool holds gave, per connect
+ * timeout, pool_size counted failures and then the waiters' source_busy, which reset the count, so
+ * with pool_size below the threshold the circuit never opened and every caller waited its timeout.
+ */
+function isSaturation(err: unknown): boolean {
+  return err instanceof SourceError && err.code === 'source_busy';
 }
 
 /** Circuit state of a source. */
@@ -111,8 +122,14 @@ export class SourceBreaker {
     return value;
   };
 
-  /** A closed-circuit call's failure: as opossum's error filter, then 'failure' and its half-open rule. */
+  /**
+   * A closed-circuit call's failure: as opossum's error filter, then 'failure' and its half-open
+   * rule; except that local saturation (isSaturation) settles nothing. (A half-open probe goes
+   * through fire(), where a source_busy still passes the error filter and closes the circuit: the
+   * probe is the only call then, so the pool has no waiters to be refused.)
+   */
   private readonly failed = (err: unknown): never => {
+    if (isSaturation(err)) return this.rejected(err);
     if (!isSourceFailure(err)) this.settledWell();
     else if (!this.breaker.isShutdown) {
       this.countFailure();

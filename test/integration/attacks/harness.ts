@@ -137,6 +137,18 @@ export async function narrowIdentity(a: AttackEnv, name: string, tables: string[
   return { id: identity.id, apiKey: key.secret };
 }
 
+/**
+ * Creates identity `name` holding one role `<name>-role` of `statements` on chinook (names not in the
+ * catalogue accepted, as `--allow-unknown-names` does) and returns its API key's secret.
+ */
+export async function statementsAgent(a: AttackEnv, name: string, statements: Array<{ effect: string; action: string; resource: string }>): Promise<string> {
+  const identity = await createIdentity(a.env.db, name);
+  await upsertRole(a.env.db, { name: `${name}-role`, statements }, {}, { allowUnknownNames: true });
+  await grantRole(a.env.db, { identityId: identity.id, roleName: `${name}-role`, sourceId: 'chinook' });
+  a.env.gateway.store.invalidate('*');
+  return (await createApiKey(a.env.db, identity.id)).secret;
+}
+
 /** True when `text` carries `value` verbatim (also JSON-escaped). */
 export function leaks(text: string, value: string): boolean {
   if (!value) return false;
