@@ -1,0 +1,155 @@
+/**
+ * Red team rt41b: user-function governance (task hfn, src/sql/function-reads.ts) and the front door
+ * (h29a, src/transport/front-door.ts), attacked on real PostgreSQL through the governed pipeline.
+ *
+ * User functions (the database owner writes the functions; the agent's role reads public.* but not
+ * public.staff.ssn, and a policy masks public.staff.salary):
+ *  - F1 (high, fixed): a parameter default (`a text DEFAULT emp_ssn(1)`) runs in the caller's
+ *    statement; the string body `SELECT $1` looked pure, so `SELECT echo_default()` answered the SSN.
+ *  - F2 (high, fixed): an unpinned SECURITY DEFINER body resolves names on the session path, whose
+ *    `$user` is the owner inside it: `SELECT title FROM dept` read the owner's schema's `dept` (an
+ *    ungranted table holding SSNs) while the analysis resolved `public.dept` (granted).
+ *  - F3 (high, open): a user cast WITH FUNCTION (`CREATE CAST (tag AS text) WITH FUNCTION tag_text`)
+ *    runs a function that reads the denied column on `'x'::tag::text`, at the top level and in a
+ *    body; neither counts it.
+ *  - F4 (medium, fixed): a function whose parameter or result type is a domain whose CHECK calls a
+ *    data-reading function: the coercion runs the CHECK (an error/no-error oracle on the SSN).
+ *  - F5 (medium, open): CREATE OR REPLACE after the scan: the server runs the new body, the analysis
+ *    the scanned one, until a rescan.
+ * Front door:
+ *  - F6 (low, fixed): server.closeIdleConnections() (server.close() and shutdown call it) left the
+ *    front door's connections that had sent nothing yet, where node:http destroys such idle
+ *    connections at once: shutdown waited for them, and a request sent on one after close() was
+ *    handed to node:http and served.
+ */
+import pg from 'pg';
+import { startGovernedEnv, callTool, type GovernedEnv } from '../../helpers/governed';
+import { governAsHrAnalyst } from '../../helpers/hr-analyst';
+import { RawClient } from '../../helpers/raw-client';
+import { shed } from '../../helpers/capacity-load';
+import { frontDoorOf } from '../../../src/transport/front-door';
+
+const TAIL = "A function's result cannot be masked or checked column by column, so the call is refused. Read the columns you may use directly (interlock_describe_access lists them), or ask an operator.";
+/** The refusal of a function whose body may read what the caller may not (no column named: not describable here). */
+const denied = (fn: string) => ({ code: 'source_role_denied', message: `The function ${fn} reads a relation or column that no source role granted to this identity allows reading. ${TAIL}` });
+const opaque = (fn: string, why: string) => ({ code: 'function_not_allowed', message: `The function ${fn} ${why}, so InterLock cannot tell what it reads; it is refused unless an operator lists it in the source's trusted_functions.` });
+
+describe('user functions', () => {
+  let env: GovernedEnv;
+  let admin: pg.Client;
+
+  /** The refusal's code and message, or the rows when the call was served. */
+  async function outcome(sql: string): Promise<unknown> {
+    const r = await callTool(env, 'interlock_query', { source_id: 'chinook', sql }, env.apiKey);
+    expect(r.status).toBe(200);
+    const res = r.body.result;
+    if (res.isError) return { code: res.structuredContent.code, message: res.structuredContent.message };
+    return res.structuredContent.rows;
+  }
+
+  beforeAll(async () => {
+    env = await startGovernedEnv({ config: { rate_limits: { per_identity: { points: 100000, window_seconds: 60 }, per_source: { points: 100000, window_seconds: 60 } } } });
+    admin = new pg.Client({ connectionString: env.sourceUrl });
+    await admin.connect();
+    const owner = admin.escapeIdentifier((await admin.query('SELECT current_user AS u')).rows[0].u);
+    await admin.query(`
+      SET search_path = public;
+      CREATE TABLE staff (emp_id int PRIMARY KEY, name text, ssn text, salary numeric);
+      INSERT INTO staff VALUES (1, 'Ada', '123-45-6789', 98000), (2, 'Bob', '987-65-4321', 120000);
+      CREATE TABLE dept (dept_id int PRIMARY KEY, title text);
+      INSERT INTO dept VALUES (10, 'Research');
+      CREATE FUNCTION emp_ssn(i int) RETURNS text LANGUAGE sql STABLE AS $$ SELECT ssn FROM staff WHERE emp_id = i $$;
+      CREATE FUNCTION echo_default(a text DEFAULT emp_ssn(1)) RETURNS text LANGUAGE sql STABLE AS $$ SELECT $1 $$;
+      CREATE FUNCTION echo_default2(a int, b text DEFAULT emp_ssn(1)) RETURNS text LANGUAGE sql STABLE AS $$ SELECT b $$;
+      CREATE FUNCTION twice(int) RETURNS int LANGUAGE sql STABLE AS $$ SELECT $1 * 2 $$;
+      CREATE FUNCTION twice_t(int) RETURNS text LANGUAGE sql STABLE AS $$ SELECT ($1 * 2)::text $$;
+      -- F2: the owner's own schema (what "$user" names inside SECURITY DEFINER) holds another dept.
+      CREATE SCHEMA ${owner};
+      CREATE TABLE ${owner}.dept AS SELECT emp_id AS dept_id, ssn AS title FROM staff;
+      CREATE FUNCTION dept_titles() RETURNS SETOF text LANGUAGE sql STABLE SECURITY DEFINER AS $$ SELECT title FROM dept $$;
+      CREATE FUNCTION dept_titles_invoker() RETURNS SETOF text LANGUAGE sql STABLE AS $$ SELECT title FROM dept $$;
+      -- F3: a user cast whose function reads the denied column.
+      CREATE TYPE tag AS ENUM ('x');
+      CREATE FUNCTION tag_text(t tag) RETURNS text LANGUAGE sql STABLE AS $$ SELECT string_agg(ssn, ',' ORDER BY emp_id) FROM staff $$;
+      CREATE CAST (tag AS text) WITH FUNCTION tag_text(tag);
+      CREATE FUNCTION via_cast(t tag) RETURNS text LANGUAGE sql STABLE AS $$ SELECT t::text $$;
+      -- F4: a domain whose CHECK reads the denied column, as a result and as a parameter type.
+      CREATE FUNCTION ssn_is(i int, s text) RETURNS boolean LANGUAGE sql STABLE AS $$ SELECT EXISTS (SELECT 1 FROM staff WHERE emp_id = i AND ssn = s) $$;
+      CREATE DOMAIN probe AS int CHECK (ssn_is(1, '123-45-6789'));
+      CREATE FUNCTION ret_probe(i int) RETURNS probe LANGUAGE sql STABLE AS $$ SELECT i $$;
+      CREATE FUNCTION arg_probe(p probe) RETURNS int LANGUAGE sql STABLE AS $$ SELECT 1 $$;
+      GRANT SELECT ON ALL TABLES IN SCHEMA public TO ${admin.escapeIdentifier(env.demo.readerRole)};`);
+    await governAsHrAnalyst(env, 'hr');
+  }, 120_000);
+  afterAll(async () => {
+    await admin?.end();
+    await env?.close();
+  });
+
+  test('F1 (high): a parameter default that calls a data-reading function counts', async () => {
+    expect(await outcome('SELECT echo_default()')).toEqual(denied('public.echo_default'));
+    expect(await outcome('SELECT echo_default2(1)')).toEqual(denied('public.echo_default2'));
+    // Pure functions keep working.
+    expect(await outcome('SELECT twice(2) AS t')).toEqual([{ t: 4 }]);
+  });
+
+  test("F2 (high): an unpinned SECURITY DEFINER body's names also resolve in the owner's schema", async () => {
+    expect(await outcome('SELECT * FROM dept_titles()')).toEqual(denied('public.dept_titles'));
+    // The same body without SECURITY DEFINER reads public.dept, which the caller may read.
+    expect(await outcome('SELECT * FROM dept_titles_invoker() AS t')).toEqual([{ t: 'Research' }]);
+  });
+
+  test.failing('F3 (high, open): a user cast WITH FUNCTION that reads the denied column', async () => {
+    for (const sql of ["SELECT 'x'::tag::text AS t", "SELECT CAST('x'::tag AS text) AS t", "SELECT via_cast('x') AS t"]) {
+      expect(await outcome(sql)).toMatchObject({ code: 'source_role_denied' });
+    }
+  });
+
+  test('F4 (medium): a parameter or result type whose domain CHECK runs user code makes the function opaque', async () => {
+    expect(await outcome('SELECT ret_probe(1)')).toEqual(opaque('public.ret_probe', 'uses a type whose input runs user code'));
+    expect(await outcome('SELECT arg_probe(1)')).toEqual(opaque('public.arg_probe', 'uses a type whose input runs user code'));
+  });
+
+  test.failing('F5 (medium, open): a function replaced after the scan runs its new body', async () => {
+    await admin.query('CREATE OR REPLACE FUNCTION public.twice_t(int) RETURNS text LANGUAGE sql STABLE AS $$ SELECT ssn FROM public.staff WHERE emp_id = $1 $$');
+    try {
+      expect(await outcome('SELECT twice_t(1) AS t')).toMatchObject({ code: 'source_role_denied' });
+    } finally {
+      await admin.query('CREATE OR REPLACE FUNCTION public.twice_t(int) RETURNS text LANGUAGE sql STABLE AS $$ SELECT ($1 * 2)::text $$');
+    }
+  });
+});
+
+describe('front door', () => {
+  let env: GovernedEnv;
+  let port = 0;
+
+  beforeAll(async () => {
+    env = await startGovernedEnv({
+      config: {
+        listen: { headers_timeout_ms: 20_000, request_timeout_ms: 30_000 } as never,
+        admission: { enabled: true, initial_limit: 1, min_limit: 1, max_limit: 1, queue_size: 0, queue_timeout_ms: 250, tolerance: 2, max_event_loop_delay_ms: 60_000, max_audit_queue: 1000, pause_refused_connections: false },
+      },
+    });
+    port = Number(new URL(env.url).port);
+  }, 60_000);
+  afterAll(async () => {
+    await env?.close();
+  });
+
+  test('F6 (low): closeIdleConnections ends front-door connections that have sent nothing, as node:http does', async () => {
+    const door = frontDoorOf(env.gateway.server)!;
+    const slot = shed(env);
+    try {
+      const adopted0 = door.adopted;
+      const c = await RawClient.open(port);
+      while (door.adopted === adopted0) await new Promise((r) => setImmediate(r));
+      expect(door.size).toBe(1);
+      env.gateway.server.closeIdleConnections();
+      expect(door.size).toBe(0);
+      await c.ended;
+    } finally {
+      slot.release();
+    }
+  });
+});
