@@ -16,6 +16,9 @@
  *    data-reading function: the coercion runs the CHECK (an error/no-error oracle on the SSN).
  *  - F5 (medium, open): CREATE OR REPLACE after the scan: the server runs the new body, the analysis
  *    the scanned one, until a rescan.
+ *  - F7 (medium, open): a user type's default btree operator class: ORDER BY, DISTINCT and GROUP BY
+ *    sort with its FUNCTION 1 (support function), not with the `<` operator's function the analysis
+ *    follows; a comparison that reads the denied column leaks through the order.
  * Front door:
  *  - F6 (low, fixed): server.closeIdleConnections() (server.close() and shutdown call it) left the
  *    front door's connections that had sent nothing yet, where node:http destroys such idle
@@ -78,6 +81,23 @@ describe('user functions', () => {
       CREATE DOMAIN probe AS int CHECK (ssn_is(1, '123-45-6789'));
       CREATE FUNCTION ret_probe(i int) RETURNS probe LANGUAGE sql STABLE AS $$ SELECT i $$;
       CREATE FUNCTION arg_probe(p probe) RETURNS int LANGUAGE sql STABLE AS $$ SELECT 1 $$;
+      -- F7: a user type whose default btree operator class's comparison (FUNCTION 1) reads the denied
+      -- column; its operators are pure. ORDER BY / DISTINCT / GROUP BY sort with FUNCTION 1.
+      CREATE TYPE tag2 AS ENUM ('a', 'b');
+      CREATE FUNCTION tag2_cmp(x tag2, y tag2) RETURNS int LANGUAGE sql IMMUTABLE AS $$ SELECT CASE WHEN x::text = y::text THEN 0 WHEN ((SELECT ssn FROM public.staff WHERE emp_id = 1) LIKE '1%') = (x::text < y::text) THEN 1 ELSE -1 END $$;
+      CREATE FUNCTION tag2_lt(tag2, tag2) RETURNS bool LANGUAGE sql IMMUTABLE AS $$ SELECT $1::text < $2::text $$;
+      CREATE FUNCTION tag2_le(tag2, tag2) RETURNS bool LANGUAGE sql IMMUTABLE AS $$ SELECT $1::text <= $2::text $$;
+      CREATE FUNCTION tag2_eq(tag2, tag2) RETURNS bool LANGUAGE sql IMMUTABLE AS $$ SELECT $1::text = $2::text $$;
+      CREATE FUNCTION tag2_ge(tag2, tag2) RETURNS bool LANGUAGE sql IMMUTABLE AS $$ SELECT $1::text >= $2::text $$;
+      CREATE FUNCTION tag2_gt(tag2, tag2) RETURNS bool LANGUAGE sql IMMUTABLE AS $$ SELECT $1::text > $2::text $$;
+      CREATE OPERATOR < (LEFTARG = tag2, RIGHTARG = tag2, FUNCTION = tag2_lt);
+      CREATE OPERATOR <= (LEFTARG = tag2, RIGHTARG = tag2, FUNCTION = tag2_le);
+      CREATE OPERATOR = (LEFTARG = tag2, RIGHTARG = tag2, FUNCTION = tag2_eq);
+      CREATE OPERATOR >= (LEFTARG = tag2, RIGHTARG = tag2, FUNCTION = tag2_ge);
+      CREATE OPERATOR > (LEFTARG = tag2, RIGHTARG = tag2, FUNCTION = tag2_gt);
+      CREATE OPERATOR CLASS tag2_ops DEFAULT FOR TYPE tag2 USING btree AS OPERATOR 1 <, OPERATOR 2 <=, OPERATOR 3 =, OPERATOR 4 >=, OPERATOR 5 >, FUNCTION 1 tag2_cmp(tag2, tag2);
+      CREATE TABLE things (id int, v tag2);
+      INSERT INTO things VALUES (1, 'a'), (2, 'b');
       GRANT SELECT ON ALL TABLES IN SCHEMA public TO ${admin.escapeIdentifier(env.demo.readerRole)};`);
     await governAsHrAnalyst(env, 'hr');
   }, 120_000);
@@ -116,6 +136,13 @@ describe('user functions', () => {
       expect(await outcome('SELECT twice_t(1) AS t')).toMatchObject({ code: 'source_role_denied' });
     } finally {
       await admin.query('CREATE OR REPLACE FUNCTION public.twice_t(int) RETURNS text LANGUAGE sql STABLE AS $$ SELECT ($1 * 2)::text $$');
+    }
+  });
+
+  test.failing("F7 (medium, open): a user type's default btree operator class runs its comparison function (reading the denied column) on ORDER BY", async () => {
+    // Served today: [{v:'b'},{v:'a'}], the order telling whether staff 1's SSN starts with 1.
+    for (const sql of ['SELECT v FROM things ORDER BY v', 'SELECT DISTINCT v FROM things', 'SELECT v FROM things GROUP BY v']) {
+      expect(await outcome(sql)).toMatchObject({ code: 'source_role_denied' });
     }
   });
 });
