@@ -26,12 +26,14 @@
  *    handed to node:http and served.
  */
 import pg from 'pg';
+import { connect } from 'node:net';
 import { startGovernedEnv, callTool, type GovernedEnv } from '../../helpers/governed';
 import { governAsHrAnalyst } from '../../helpers/hr-analyst';
 import { RawClient } from '../../helpers/raw-client';
 import { shed } from '../../helpers/capacity-load';
 import { frontDoorOf } from '../../../src/transport/front-door';
 
+const MODERN = '2026-07-28';
 const TAIL = "A function's result cannot be masked or checked column by column, so the call is refused. Read the columns you may use directly (interlock_describe_access lists them), or ask an operator.";
 /** The refusal of a function whose body may read what the caller may not (no column named: not describable here). */
 const denied = (fn: string) => ({ code: 'source_role_denied', message: `The function ${fn} reads a relation or column that no source role granted to this identity allows reading. ${TAIL}` });
@@ -159,10 +161,64 @@ describe('front door', () => {
       },
     });
     port = Number(new URL(env.url).port);
+    // Warm up: the key's identity is remembered by the limiter (refusals from the headers need it).
+    const c = await RawClient.open(port);
+    expect((await c.send(frontDoorCall('warm', []))).status).toBe(200);
+    c.close();
   }, 60_000);
   afterAll(async () => {
     await env?.close();
   });
+
+  /** A modern tools/call of interlock_query: header lines `extra` after the usual ones, `length` replacing the Content-Length line, `line` the request line. */
+  function frontDoorCall(id: string, extra: string[], length?: (n: number) => string, line = 'POST /mcp HTTP/1.1'): string {
+    const b = JSON.stringify({ jsonrpc: '2.0', id, method: 'tools/call', params: { name: 'interlock_query', arguments: { source_id: 'chinook', sql: 'SELECT 1 AS x' }, _meta: { 'io.modelcontextprotocol/protocolVersion': MODERN, 'io.modelcontextprotocol/clientCapabilities': {} } } });
+    const n = Buffer.byteLength(b);
+    const lines = [line, `Host: 127.0.0.1:${port}`, 'Content-Type: application/json', 'Accept: application/json, text/event-stream', `Authorization: Bearer ${env.apiKey}`, length ? length(n) : `Content-Length: ${n}`];
+    return [...lines, `MCP-Protocol-Version: ${MODERN}`, 'Mcp-Method: tools/call', 'Mcp-Name: interlock_query', ...extra].join('\r\n') + '\r\n\r\n' + b;
+  }
+
+  /** Writes `bytes` on a new connection and resolves with the statuses of every answer until the connection ends. */
+  function statuses(bytes: string): Promise<string[]> {
+    return new Promise((resolve) => {
+      const s = connect(port, '127.0.0.1', () => s.write(bytes));
+      let out = '';
+      s.on('data', (d) => (out += d.toString('latin1')));
+      s.on('error', () => undefined);
+      s.on('close', () => resolve([...out.matchAll(/HTTP\/1\.1 (\d+)/g)].map((m) => m[1])));
+      setTimeout(() => s.end(), 700).unref();
+    });
+  }
+
+  test('held: framing variants are refused at the front door only when node:http frames them the same way; the rest is handed over', async () => {
+    const door = frontDoorOf(env.gateway.server)!;
+    const cases: Array<[string, string, number, string[]]> = [
+      ['plain', frontDoorCall('a', []), 1, ['429']],
+      ['a second Content-Length in other case', frontDoorCall('b', ['content-length: 9999']), 0, ['400']],
+      ['Content-Length with +', frontDoorCall('c', [], (n) => `Content-Length: +${n}`), 0, ['400']],
+      ['a space before the colon', frontDoorCall('d', [], (n) => `Content-Length : ${n}`), 0, ['400']],
+      ['Transfer-Encoding beside Content-Length', frontDoorCall('e', ['Transfer-Encoding: chunked']), 0, ['400']],
+      ['obs-fold', frontDoorCall('f', ['X-Foo: a', ' b']), 0, ['400']],
+      ['a bare LF hiding a header', frontDoorCall('g', ['X-Foo: a\nContent-Length: 3']), 0, ['400']],
+      ['Content-Length with leading zeros', frontDoorCall('h', [], (n) => `Content-Length: 000${n}`), 1, ['429']],
+      ['Content-Length list', frontDoorCall('k', [], (n) => `Content-Length: ${n}, ${n}`), 0, ['400']],
+      ['NUL in a header', frontDoorCall('m', ['X-Foo: a\u0000b']), 0, ['400']],
+      ['GET', frontDoorCall('i', [], undefined, 'GET /mcp HTTP/1.1'), 0, ['405']],
+      ['a query string', frontDoorCall('j', [], undefined, 'POST /mcp?x=1 HTTP/1.1'), 0, ['429']],
+      ['Connection: close', frontDoorCall('n', ['Connection: close']), 0, ['429']],
+      ['a second Host', frontDoorCall('p', ['host: evil.example']), 0, ['429']],
+      ['a second Authorization', frontDoorCall('q', ['authorization: Bearer il_nope']), 0, ['429']],
+      ['a refusal, then another path pipelined', frontDoorCall('l', []) + 'GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n', 1, ['429', '200']],
+    ];
+    for (const [what, bytes, refused, want] of cases) {
+      const slot = shed(env);
+      const before = door.refused;
+      const got = await statuses(bytes);
+      slot.release();
+      expect([what, door.refused - before, got]).toEqual([what, refused, want]);
+      while (env.gateway.capacity!.shedding()) await new Promise((r) => setTimeout(r, 50));
+    }
+  }, 60_000);
 
   test('F6 (low): closeIdleConnections ends front-door connections that have sent nothing, as node:http does', async () => {
     const door = frontDoorOf(env.gateway.server)!;
