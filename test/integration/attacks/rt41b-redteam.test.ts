@@ -14,11 +14,13 @@
  *    body; neither counts it.
  *  - F4 (medium, fixed): a function whose parameter or result type is a domain whose CHECK calls a
  *    data-reading function: the coercion runs the CHECK (an error/no-error oracle on the SSN).
- *  - F5 (medium, open): CREATE OR REPLACE after the scan: the server runs the new body, the analysis
- *    the scanned one, until a rescan.
+ *  - F5 (low, open; docs/operators.md asks for a rescan after replacing a function): CREATE OR
+ *    REPLACE after the scan: the server runs the new body, the analysis the scanned one, until a rescan.
  *  - F7 (medium, open): a user type's default btree operator class: ORDER BY, DISTINCT and GROUP BY
  *    sort with its FUNCTION 1 (support function), not with the `<` operator's function the analysis
  *    follows; a comparison that reads the denied column leaks through the order.
+ *  - F8 (low, fixed): the refusal of a call whose function reads a masked column named the column even
+ *    when the caller's roles deny describing it (src/pipeline/04-policy.ts).
  * Front door:
  *  - F6 (low, fixed): server.closeIdleConnections() (server.close() and shutdown call it) left the
  *    front door's connections that had sent nothing yet, where node:http destroys such idle
@@ -29,6 +31,7 @@ import pg from 'pg';
 import { connect } from 'node:net';
 import { startGovernedEnv, callTool, type GovernedEnv } from '../../helpers/governed';
 import { governAsHrAnalyst } from '../../helpers/hr-analyst';
+import { upsertRole } from '../../../src/control/roles';
 import { RawClient } from '../../helpers/raw-client';
 import { shed } from '../../helpers/capacity-load';
 import { frontDoorOf } from '../../../src/transport/front-door';
@@ -66,6 +69,7 @@ describe('user functions', () => {
       CREATE FUNCTION emp_ssn(i int) RETURNS text LANGUAGE sql STABLE AS $$ SELECT ssn FROM staff WHERE emp_id = i $$;
       CREATE FUNCTION echo_default(a text DEFAULT emp_ssn(1)) RETURNS text LANGUAGE sql STABLE AS $$ SELECT $1 $$;
       CREATE FUNCTION echo_default2(a int, b text DEFAULT emp_ssn(1)) RETURNS text LANGUAGE sql STABLE AS $$ SELECT b $$;
+      CREATE FUNCTION emp_sal(i int) RETURNS numeric LANGUAGE sql STABLE AS $$ SELECT salary FROM staff WHERE emp_id = i $$;
       CREATE FUNCTION twice(int) RETURNS int LANGUAGE sql STABLE AS $$ SELECT $1 * 2 $$;
       CREATE FUNCTION twice_t(int) RETURNS text LANGUAGE sql STABLE AS $$ SELECT ($1 * 2)::text $$;
       -- F2: the owner's own schema (what "$user" names inside SECURITY DEFINER) holds another dept.
@@ -132,7 +136,7 @@ describe('user functions', () => {
     expect(await outcome('SELECT arg_probe(1)')).toEqual(opaque('public.arg_probe', 'uses a type whose input runs user code'));
   });
 
-  test.failing('F5 (medium, open): a function replaced after the scan runs its new body', async () => {
+  test.failing('F5 (low, open): a function replaced after the scan runs its new body', async () => {
     await admin.query('CREATE OR REPLACE FUNCTION public.twice_t(int) RETURNS text LANGUAGE sql STABLE AS $$ SELECT ssn FROM public.staff WHERE emp_id = $1 $$');
     try {
       expect(await outcome('SELECT twice_t(1) AS t')).toMatchObject({ code: 'source_role_denied' });
@@ -145,6 +149,31 @@ describe('user functions', () => {
     // Served today: [{v:'b'},{v:'a'}], the order telling whether staff 1's SSN starts with 1.
     for (const sql of ['SELECT v FROM things ORDER BY v', 'SELECT DISTINCT v FROM things', 'SELECT v FROM things GROUP BY v']) {
       expect(await outcome(sql)).toMatchObject({ code: 'source_role_denied' });
+    }
+  });
+
+  test("F8 (low): the masked-column refusal names the column only when the caller may describe it", async () => {
+    const hr = [
+      { effect: 'allow' as const, action: 'read' as const, resource: 'public.*' },
+      { effect: 'allow' as const, action: 'describe' as const, resource: 'public.*' },
+    ];
+    await upsertRole(env.db, { name: 'hr', statements: [...hr, { effect: 'deny', action: 'describe', resource: 'public.staff.salary' }] });
+    env.gateway.store.invalidate('*');
+    try {
+      expect(await outcome('SELECT emp_sal(1)')).toEqual({
+        code: 'policy_denied',
+        message: "The function public.emp_sal reads a column that a policy masks for this identity. A function's result cannot be masked, so the call is refused; select the column itself to see it masked.",
+      });
+      // A caller who may describe it is told which column.
+      await upsertRole(env.db, { name: 'hr', statements: hr });
+      env.gateway.store.invalidate('*');
+      expect(await outcome('SELECT emp_sal(1)')).toEqual({
+        code: 'policy_denied',
+        message: "The function public.emp_sal reads column public.staff.salary, which a policy masks for this identity. A function's result cannot be masked, so the call is refused; select the column itself to see it masked.",
+      });
+    } finally {
+      await upsertRole(env.db, { name: 'hr', statements: [...hr, { effect: 'deny', action: 'read', resource: 'public.staff.ssn' }] });
+      env.gateway.store.invalidate('*');
     }
   });
 });
