@@ -21,6 +21,9 @@
  *    follows; a comparison that reads the denied column leaks through the order.
  *  - F8 (low, fixed): the refusal of a call whose function reads a masked column named the column even
  *    when the caller's roles deny describing it (src/pipeline/04-policy.ts).
+ *  - F9 (low, fixed): the reason an opaque function is refused named the relations of its body the
+ *    scan does not catalogue or whose view lineage is unknown (`reads hr_secret.payroll_seq, which is
+ *    not in the source catalogue`), which the caller may not describe.
  * Front door:
  *  - F6 (low, fixed): server.closeIdleConnections() (server.close() and shutdown call it) left the
  *    front door's connections that had sent nothing yet, where node:http destroys such idle
@@ -70,6 +73,9 @@ describe('user functions', () => {
       CREATE FUNCTION echo_default(a text DEFAULT emp_ssn(1)) RETURNS text LANGUAGE sql STABLE AS $$ SELECT $1 $$;
       CREATE FUNCTION echo_default2(a int, b text DEFAULT emp_ssn(1)) RETURNS text LANGUAGE sql STABLE AS $$ SELECT b $$;
       CREATE FUNCTION emp_sal(i int) RETURNS numeric LANGUAGE sql STABLE AS $$ SELECT salary FROM staff WHERE emp_id = i $$;
+      CREATE SCHEMA hr_secret;
+      CREATE SEQUENCE hr_secret.payroll_seq;
+      CREATE FUNCTION peek() RETURNS bigint LANGUAGE sql STABLE AS $$ SELECT last_value FROM hr_secret.payroll_seq $$;
       CREATE FUNCTION twice(int) RETURNS int LANGUAGE sql STABLE AS $$ SELECT $1 * 2 $$;
       CREATE FUNCTION twice_t(int) RETURNS text LANGUAGE sql STABLE AS $$ SELECT ($1 * 2)::text $$;
       -- F2: the owner's own schema (what "$user" names inside SECURITY DEFINER) holds another dept.
@@ -150,6 +156,10 @@ describe('user functions', () => {
     for (const sql of ['SELECT v FROM things ORDER BY v', 'SELECT DISTINCT v FROM things', 'SELECT v FROM things GROUP BY v']) {
       expect(await outcome(sql)).toMatchObject({ code: 'source_role_denied' });
     }
+  });
+
+  test('F9 (low): an opaque reason does not name a relation of the body the caller may not describe', async () => {
+    expect(await outcome('SELECT peek()')).toEqual(opaque('public.peek', 'reads a relation that is not in the source catalogue'));
   });
 
   test("F8 (low): the masked-column refusal names the column only when the caller may describe it", async () => {

@@ -90,7 +90,7 @@ test('a SQL-standard body follows its dependency records', () => {
 
 test.each([
   ['another language', [{ schema: 'public', name: 'f', language: 'plpgsql', securityDefiner: false, config: null, owner: 'o' }], 'runs code InterLock cannot analyse (LANGUAGE plpgsql)'],
-  ['an uncatalogued relation', [sqlFn('public', 'f', 'SELECT 1 FROM nowhere')], 'names a relation nowhere that is not in the source catalogue'],
+  ['an uncatalogued relation', [sqlFn('public', 'f', 'SELECT 1 FROM nowhere')], 'reads a relation that is not in the source catalogue'],
   ['a system catalogue', [sqlFn('public', 'f', 'SELECT relname FROM pg_class')], 'reads the system catalogue pg_catalog.pg_class'],
   ['a refused built-in', [sqlFn('public', 'f', "SELECT pg_read_file('/etc/passwd')")], 'calls pg_catalog.pg_read_file, which reads server files or configuration'],
   ['a write', [sqlFn('public', 'f', 'DELETE FROM employee')], 'runs a statement other than SELECT'],
