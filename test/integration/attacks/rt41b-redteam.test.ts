@@ -76,6 +76,19 @@ describe('user functions', () => {
       CREATE SCHEMA hr_secret;
       CREATE SEQUENCE hr_secret.payroll_seq;
       CREATE FUNCTION peek() RETURNS bigint LANGUAGE sql STABLE AS $$ SELECT last_value FROM hr_secret.payroll_seq $$;
+      -- Held: overloads, VARIADIC, polymorphic, SETOF in FROM with LATERAL, whole-row through a CTE,
+      -- a partition's child, an aggregate's SQL transition function.
+      CREATE FUNCTION ovl(i int) RETURNS text LANGUAGE sql STABLE AS $$ SELECT 'pure' $$;
+      CREATE FUNCTION ovl(t text) RETURNS text LANGUAGE sql STABLE AS $$ SELECT ssn FROM staff LIMIT 1 $$;
+      CREATE FUNCTION vari(VARIADIC a int[]) RETURNS text LANGUAGE sql STABLE AS $$ SELECT ssn FROM staff LIMIT 1 $$;
+      CREATE FUNCTION poly(a anyelement) RETURNS text LANGUAGE sql STABLE AS $$ SELECT ssn FROM staff LIMIT 1 $$;
+      CREATE FUNCTION setof_ssn() RETURNS TABLE (s text) LANGUAGE sql STABLE AS $$ SELECT ssn FROM staff $$;
+      CREATE FUNCTION via_cte() RETURNS text LANGUAGE sql STABLE AS $$ WITH x AS (SELECT s FROM staff s) SELECT (x.s).ssn FROM x LIMIT 1 $$;
+      CREATE TABLE pstaff (emp_id int, ssn text) PARTITION BY RANGE (emp_id);
+      CREATE TABLE pstaff_1 PARTITION OF pstaff FOR VALUES FROM (0) TO (100);
+      CREATE FUNCTION child_ssn() RETURNS text LANGUAGE sql STABLE AS $$ SELECT ssn FROM pstaff_1 LIMIT 1 $$;
+      CREATE FUNCTION agg_sf(s int, x int) RETURNS int LANGUAGE sql STABLE AS $$ SELECT coalesce(s, 0) + (SELECT count(*)::int FROM staff WHERE ssn LIKE '1%') $$;
+      CREATE AGGREGATE leak_agg(int) (SFUNC = agg_sf, STYPE = int);
       CREATE FUNCTION twice(int) RETURNS int LANGUAGE sql STABLE AS $$ SELECT $1 * 2 $$;
       CREATE FUNCTION twice_t(int) RETURNS text LANGUAGE sql STABLE AS $$ SELECT ($1 * 2)::text $$;
       -- F2: the owner's own schema (what "$user" names inside SECURITY DEFINER) holds another dept.
@@ -156,6 +169,30 @@ describe('user functions', () => {
     for (const sql of ['SELECT v FROM things ORDER BY v', 'SELECT DISTINCT v FROM things', 'SELECT v FROM things GROUP BY v']) {
       expect(await outcome(sql)).toMatchObject({ code: 'source_role_denied' });
     }
+  });
+
+  test('held: overloads, VARIADIC, polymorphic, LATERAL SETOF, whole-row through a CTE, a partition child, an aggregate', async () => {
+    await upsertRole(env.db, {
+      name: 'hr',
+      statements: [
+        { effect: 'allow', action: 'read', resource: 'public.*' },
+        { effect: 'allow', action: 'describe', resource: 'public.*' },
+        { effect: 'deny', action: 'read', resource: 'public.staff.ssn' },
+        { effect: 'deny', action: 'read', resource: 'public.pstaff.ssn' },
+      ],
+    });
+    env.gateway.store.invalidate('*');
+    for (const [sql, fn] of [
+      ['SELECT ovl(1)', 'public.ovl'],
+      ['SELECT vari(1)', 'public.vari'],
+      ['SELECT poly(1)', 'public.poly'],
+      ['SELECT * FROM dept d, LATERAL setof_ssn() x', 'public.setof_ssn'],
+      ['SELECT via_cte()', 'public.via_cte'],
+      ['SELECT child_ssn()', 'public.child_ssn'],
+    ]) {
+      expect([sql, await outcome(sql)]).toEqual([sql, denied(fn)]);
+    }
+    expect(await outcome('SELECT leak_agg(1)')).toEqual(opaque('public.leak_agg', 'runs code InterLock cannot analyse (LANGUAGE internal)'));
   });
 
   test('F9 (low): an opaque reason does not name a relation of the body the caller may not describe', async () => {
