@@ -58,6 +58,18 @@ describe('user functions', () => {
     return res.structuredContent.rows;
   }
 
+  type Statement = { effect: 'allow' | 'deny'; action: 'read' | 'describe'; resource: string };
+  const SSN_DENY: Statement = { effect: 'deny', action: 'read', resource: 'public.staff.ssn' };
+  /** Role hr: read and describe public.*, then `extra`. */
+  async function setHr(extra: Statement[]): Promise<void> {
+    const base: Statement[] = [
+      { effect: 'allow', action: 'read', resource: 'public.*' },
+      { effect: 'allow', action: 'describe', resource: 'public.*' },
+    ];
+    await upsertRole(env.db, { name: 'hr', statements: [...base, ...extra] });
+    env.gateway.store.invalidate('*');
+  }
+
   beforeAll(async () => {
     env = await startGovernedEnv({ config: { rate_limits: { per_identity: { points: 100000, window_seconds: 60 }, per_source: { points: 100000, window_seconds: 60 } } } });
     admin = new pg.Client({ connectionString: env.sourceUrl });
@@ -172,16 +184,7 @@ describe('user functions', () => {
   });
 
   test('held: overloads, VARIADIC, polymorphic, LATERAL SETOF, whole-row through a CTE, a partition child, an aggregate', async () => {
-    await upsertRole(env.db, {
-      name: 'hr',
-      statements: [
-        { effect: 'allow', action: 'read', resource: 'public.*' },
-        { effect: 'allow', action: 'describe', resource: 'public.*' },
-        { effect: 'deny', action: 'read', resource: 'public.staff.ssn' },
-        { effect: 'deny', action: 'read', resource: 'public.pstaff.ssn' },
-      ],
-    });
-    env.gateway.store.invalidate('*');
+    await setHr([SSN_DENY, { effect: 'deny', action: 'read', resource: 'public.pstaff.ssn' }]);
     for (const [sql, fn] of [
       ['SELECT ovl(1)', 'public.ovl'],
       ['SELECT vari(1)', 'public.vari'],
@@ -200,27 +203,20 @@ describe('user functions', () => {
   });
 
   test("F8 (low): the masked-column refusal names the column only when the caller may describe it", async () => {
-    const hr = [
-      { effect: 'allow' as const, action: 'read' as const, resource: 'public.*' },
-      { effect: 'allow' as const, action: 'describe' as const, resource: 'public.*' },
-    ];
-    await upsertRole(env.db, { name: 'hr', statements: [...hr, { effect: 'deny', action: 'describe', resource: 'public.staff.salary' }] });
-    env.gateway.store.invalidate('*');
+    await setHr([{ effect: 'deny', action: 'describe', resource: 'public.staff.salary' }]);
     try {
       expect(await outcome('SELECT emp_sal(1)')).toEqual({
         code: 'policy_denied',
         message: "The function public.emp_sal reads a column that a policy masks for this identity. A function's result cannot be masked, so the call is refused; select the column itself to see it masked.",
       });
       // A caller who may describe it is told which column.
-      await upsertRole(env.db, { name: 'hr', statements: hr });
-      env.gateway.store.invalidate('*');
+      await setHr([]);
       expect(await outcome('SELECT emp_sal(1)')).toEqual({
         code: 'policy_denied',
         message: "The function public.emp_sal reads column public.staff.salary, which a policy masks for this identity. A function's result cannot be masked, so the call is refused; select the column itself to see it masked.",
       });
     } finally {
-      await upsertRole(env.db, { name: 'hr', statements: [...hr, { effect: 'deny', action: 'read', resource: 'public.staff.ssn' }] });
-      env.gateway.store.invalidate('*');
+      await setHr([SSN_DENY]);
     }
   });
 });
