@@ -323,6 +323,23 @@ export function authorizeFunctionReads(evaluator: AccessEvaluator, sourceId: str
   return null;
 }
 
+/** A column `schema.table.column` (what a refusal may name). */
+export interface ColumnName {
+  schema: string;
+  table: string;
+  column: string;
+}
+
+/**
+ * Whether the caller (`evaluator`, source `sourceId`) may describe a column, in the catalogue's
+ * hierarchy (as authorizeFunctionReads decides it): what step 4 (policyStep) asks before naming a
+ * masked column in a refusal (red team rt41b F8). The hierarchy is built on the first question.
+ */
+export function describesColumn(evaluator: AccessEvaluator, sourceId: string, catalog: SourceCatalog): (c: ColumnName) => boolean {
+  let hierarchy: RelationHierarchy | null = null;
+  return (c) => decideInHierarchy(evaluator, sourceId, 'describe', c, (hierarchy ??= catalogHierarchy(catalog))) === 'allow';
+}
+
 /**
  * Task hfn: a user function whose body InterLock cannot analyse (`FunctionRead.opaque`: another
  * language than SQL, an unparsable body, an unknown relation, …) may read anything, so the call is

@@ -14,7 +14,7 @@ import { governingRelations, maskInHierarchy } from '../governance/hierarchy';
 import { catalogHierarchy, type RelationHierarchy } from '../sql/hierarchy';
 import { referentialReach } from '../sql/referential-reach';
 import type { ToolOutcome } from './types';
-import { catalogColumns, functionLabel } from './03-authorize';
+import { catalogColumns, functionLabel, type ColumnName } from './03-authorize';
 
 type OkAnalysis = Extract<SqlAnalysis, { ok: true }>;
 
@@ -32,9 +32,11 @@ export interface PolicyRestrictions {
  * ancestors or descendants in `hierarchy` (default: the catalogue's) apply to it as well (issue 22
  * item 1, src/governance/hierarchy.ts). A write's `deny_relations` also apply to each relation its
  * foreign keys' referential actions write (src/sql/referential-reach.ts, from the catalogue's keys),
- * refused `policy_denied` with a reason that does not name that relation.
+ * refused `policy_denied` with a reason that does not name that relation. `describable`: whether
+ * the caller may describe a column (03-authorize.ts describesColumn); the refusal of a user
+ * function reading a masked column names the column only then (default: never).
  */
-export function policyStep(policies: Policy[], subject: PolicySubject, a: OkAnalysis, catalog: SourceCatalog, now: Date, hierarchy: RelationHierarchy = catalogHierarchy(catalog)): { ok: true; restrictions: PolicyRestrictions } | { ok: false; outcome: ToolOutcome } {
+export function policyStep(policies: Policy[], subject: PolicySubject, a: OkAnalysis, catalog: SourceCatalog, now: Date, hierarchy: RelationHierarchy = catalogHierarchy(catalog), describable: (c: ColumnName) => boolean = () => false): { ok: true; restrictions: PolicyRestrictions } | { ok: false; outcome: ToolOutcome } {
   const governing = (schema: string, table: string) => governingRelations(schema, table, hierarchy).slice(1);
   const relations = [
     ...a.reads.map((r) => ({ schema: r.schema, table: r.table, action: 'read' as const, governing: governing(r.schema, r.table) })),
@@ -59,7 +61,9 @@ export function policyStep(policies: Policy[], subject: PolicySubject, a: OkAnal
       for (const r of f.relations) {
         const column = catalogColumns(catalog, r.schema, r.table).find((c) => maskInHierarchy(verdict.maskPatterns, r.schema, r.table, c, hierarchy));
         if (column !== undefined) {
-          return { ok: false, outcome: { kind: 'refusal', code: 'policy_denied', message: `The ${functionLabel(f)} reads column ${r.schema}.${r.table}.${column}, which a policy masks for this identity. A function's result cannot be masked, so the call is refused; select the column itself to see it masked.` } };
+          // Named only when the caller may describe it (red team rt41b F8).
+          const what = describable({ schema: r.schema, table: r.table, column }) ? `column ${r.schema}.${r.table}.${column}, which` : 'a column that';
+          return { ok: false, outcome: { kind: 'refusal', code: 'policy_denied', message: `The ${functionLabel(f)} reads ${what} a policy masks for this identity. A function's result cannot be masked, so the call is refused; select the column itself to see it masked.` } };
         }
       }
     }

@@ -14,7 +14,7 @@ import type { GovernanceStore, MaybePromise, SourceRecord } from '../governance/
 import type { ToolCallContext, ToolHandler, ToolOutcome } from './types';
 import { TOOL_DEFAULTS } from './types';
 import { sourceStep } from './02-source';
-import { analysisRefusal, authorizeStatement, untrustedFunction } from './03-authorize';
+import { analysisRefusal, authorizeStatement, describesColumn, untrustedFunction } from './03-authorize';
 import { policyStep } from './04-policy';
 import { rateLimitStep, type RateLimiter } from './05-rate-limit';
 import { writeSafetyStep } from './06-write-safety';
@@ -158,7 +158,7 @@ function pipeline(deps: QueryPipelineDeps, now: () => Date, analyses: AnalysisCa
     const policies = p instanceof Promise ? await p : p;
     const subject = { identityId: identity.id, identityName: identity.name, roles: evaluator.roleNames(sourceId), sourceId };
     const decidePolicy = (): CachedPolicy => {
-      const r = policyStep(policies, subject, analysis, catalog, now());
+      const r = policyStep(policies, subject, analysis, catalog, now(), undefined, describesColumn(evaluator, sourceId, catalog));
       // Whether the caller is hierarchy-checked is bound too (red team rtc, RTC-1): an unchecked caller's
       // read stores what the server's tree held, which a checked caller with the same roles must not be served.
       return r.ok ? { ok: true, restrictions: r.restrictions, accessFingerprint: accessFingerprintOf(evaluator.statements(sourceId), r.restrictions.fingerprint, hierarchySensitive(evaluator, sourceId, policies, subject)) } : r;

@@ -167,10 +167,11 @@ export interface CatalogFunction {
  * (`pg_language.lanname`), `securityDefiner` (`prosecdef`), `config` (`proconfig`, e.g.
  * `["search_path=public, pg_temp"]`, null when none), `owner` (the owner's role name, what `$user`
  * means inside SECURITY DEFINER), and the body: `source` (`prosrc`) for LANGUAGE sql with a string
- * body; `depends` for a SQL-standard body (BEGIN ATOMIC / RETURN: `prosqlbody`), from `pg_depend`:
- * the relations (tables, views, …) and functions (called directly, and the functions behind the
- * operators it uses; every schema) it references, and whether it uses a type whose input runs user
- * code. Neither for other languages.
+ * body; `depends` for every LANGUAGE sql function, from `pg_depend`: the relations (tables, views,
+ * …) and functions (called directly, and the functions behind the operators it uses; every schema)
+ * its SQL-standard body (BEGIN ATOMIC / RETURN: `prosqlbody`) and its parameter defaults reference,
+ * and whether it uses a type whose input runs user code (body, parameter or result type; red team
+ * rt41b: a string body's `depends` holds its defaults and types only). Neither for other languages.
  */
 export interface CatalogRoutine {
   schema: string;

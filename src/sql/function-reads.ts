@@ -12,6 +12,10 @@
  * - LANGUAGE sql with a SQL-standard body (BEGIN ATOMIC / RETURN): the relations and functions the
  *   server's dependency records name (pg_depend; a whole-row reference records no column, so every
  *   column of each relation counts as read).
+ * - Every LANGUAGE sql function: the dependency records also name what its parameter defaults call
+ *   (run in the caller's statement when an argument is omitted) and its parameter and result types
+ *   (a domain whose CHECK runs user code makes it opaque) (red team rt41b). A snapshot without
+ *   them (scanned before) makes a string body opaque until a rescan.
  * - LANGUAGE sql with a string body: the body is parsed with the same parser; every relation it
  *   names is resolved as PostgreSQL will resolve it at call time (the function's own pinned
  *   `search_path` when `proconfig` sets one, else the reader's path), every function it calls and
@@ -146,17 +150,16 @@ function computeDirect(cat: PreparedCatalog, k: string, d: Direct): void {
       d.opaque = `runs code InterLock cannot analyse (LANGUAGE ${r.language})`;
       return;
     }
-    if (r.depends) {
-      // SQL-standard body: the server's dependency records.
-      if (r.depends.unsafeTypes) return void (d.opaque = 'uses a type whose input runs user code');
-      for (const rel of r.depends.relations) if (!addRelation(cat, d, rel.schema, rel.name)) return;
-      for (const f of r.depends.functions) if (!addCall(cat, d, f.schema, f.name)) return;
-    } else if (typeof r.source === 'string') {
-      if (!stringBody(cat, r, d)) return;
-    } else {
-      d.opaque = 'has a body InterLock cannot analyse';
+    // The server's dependency records: a SQL-standard body's, and a string body's parameter
+    // defaults (run in the caller's statement) and parameter/result types (red team rt41b).
+    if (!r.depends) {
+      d.opaque = typeof r.source === 'string' ? 'has no recorded parameter facts (the source was scanned before InterLock analysed parameter defaults; rescan it)' : 'has a body InterLock cannot analyse';
       return;
     }
+    if (r.depends.unsafeTypes) return void (d.opaque = 'uses a type whose input runs user code');
+    for (const rel of r.depends.relations) if (!addRelation(cat, d, rel.schema, rel.name)) return;
+    for (const f of r.depends.functions) if (!addCall(cat, d, f.schema, f.name)) return;
+    if (typeof r.source === 'string' && !stringBody(cat, r, d)) return;
   }
 }
 
@@ -177,15 +180,18 @@ function routinesOf(cat: PreparedCatalog, schema: string, name: string): Catalog
   return idx.get(fnKey(schema, name)) ?? [];
 }
 
-/** Adds a relation (a view with the relations behind it); false (and `d.opaque` set) when it cannot be. */
+/**
+ * Adds a relation (a view with the relations behind it); false (and `d.opaque` set) when it cannot be.
+ * The reasons name no user relation (red team rt41b F9: they reach callers who may not describe it).
+ */
 function addRelation(cat: PreparedCatalog, d: Direct, schema: string, name: string): boolean {
   if (BUILTIN_SCHEMAS.has(schema)) return !(d.opaque = `reads the system catalogue ${schema}.${name}`);
   const rel = cat.relations.get(relKey(schema, name));
-  if (!rel) return !(d.opaque = `reads ${schema}.${name}, which is not in the source catalogue`);
+  if (!rel) return !(d.opaque = 'reads a relation that is not in the source catalogue');
   d.relations.set(relKey(schema, name), { schema, name });
   if (rel.kind !== 'view' && rel.kind !== 'materialized_view') return true;
   const lin = viewLineage(cat.source, schema, name);
-  if (lin.unknown.length) return !(d.opaque = `reads view ${schema}.${name}, whose lineage is not recorded`);
+  if (lin.unknown.length) return !(d.opaque = 'reads a view whose lineage is not recorded');
   for (const v of lin.views) d.relations.set(relKey(v.schema, v.name), { schema: v.schema, name: v.name });
   for (const b of lin.bases) {
     if (BUILTIN_SCHEMAS.has(b.schema)) return !(d.opaque = `reads the system catalogue ${b.schema}.${b.name} through a view`);
@@ -196,7 +202,7 @@ function addRelation(cat: PreparedCatalog, d: Direct, schema: string, name: stri
     const s = code.slice(0, dot);
     const n = code.slice(dot + 1);
     // userCode names functions, operators and unsafe types alike: only a function can be followed.
-    if (!(cat.functionsByName.get(n) ?? []).some((f) => f.schema === s)) return !(d.opaque = `reads view ${schema}.${name}, which runs user code ${code}`);
+    if (!(cat.functionsByName.get(n) ?? []).some((f) => f.schema === s)) return !(d.opaque = 'reads a view that runs user code other than functions');
     if (!addCall(cat, d, s, n)) return false;
   }
   return true;
@@ -215,10 +221,26 @@ function addCall(cat: PreparedCatalog, d: Direct, schema: string, name: string):
   return true;
 }
 
-/** The lookup path of a string body: the pinned `search_path` of `proconfig`, else the reader's (pg_catalog first unless named). */
-function bodyPath(cat: PreparedCatalog, r: CatalogRoutine): string[] | null {
+/**
+ * The lookup paths of a string body: the pinned `search_path` of `proconfig`, else the reader's
+ * (pg_catalog first unless named). Unpinned SECURITY DEFINER: also that path with the owner's
+ * schema after pg_catalog, since a session path's `$user` (PostgreSQL's default `"$user", public`)
+ * names the owner inside it while the scanned path (`current_schemas` for the reader) has dropped
+ * it (red team rt41b): every name is resolved on each path and every resolution counts.
+ */
+function bodyPaths(cat: PreparedCatalog, r: CatalogRoutine): string[][] | null {
   const pinned = (r.config ?? []).find((c) => c.toLowerCase().startsWith('search_path='));
-  if (pinned === undefined) return [...cat.path];
+  if (pinned === undefined) {
+    if (!r.securityDefiner || cat.path.includes(r.owner)) return [[...cat.path]];
+    const at = cat.path[0] === 'pg_catalog' ? 1 : 0;
+    return [[...cat.path], [...cat.path.slice(0, at), r.owner, ...cat.path.slice(at)]];
+  }
+  const one = pinnedPath(cat, r, pinned);
+  return one ? [one] : null;
+}
+
+/** A pinned `search_path=…` setting as a lookup path, or null when `$user` cannot be resolved. */
+function pinnedPath(cat: PreparedCatalog, r: CatalogRoutine, pinned: string): string[] | null {
   const out: string[] = [];
   for (const raw of splitPath(pinned.slice('search_path='.length))) {
     if (raw === '$user') {
@@ -258,8 +280,9 @@ type Node = Record<string, unknown>;
 
 /** A string body: parsed and every relation, function, operator and type cast it names collected. */
 function stringBody(cat: PreparedCatalog, r: CatalogRoutine, d: Direct): boolean {
-  const path = bodyPath(cat, r);
-  if (!path) return !(d.opaque = 'pins a search_path with $user that InterLock cannot resolve');
+  const paths = bodyPaths(cat, r);
+  if (!paths) return !(d.opaque = 'pins a search_path with $user that InterLock cannot resolve');
+  const anyPath = [...new Set(paths.flat())];
   const stmts = parseSql(r.source!).stmts ?? [];
   for (const s of stmts) {
     const stmt = s.stmt as Node | undefined;
@@ -297,13 +320,15 @@ function stringBody(cat: PreparedCatalog, r: CatalogRoutine, d: Direct): boolean
       continue;
     }
     if (ctes.has(rel)) continue;
-    const schema = path.find((s) => (s === 'pg_catalog' ? cat.systemRelations.has(rel) : cat.relations.has(relKey(s, rel))));
-    if (schema === undefined) return !(d.opaque = `names a relation ${rel} that is not in the source catalogue`);
-    if (!addRelation(cat, d, schema, rel)) return false;
+    for (const path of paths) {
+      const schema = path.find((s) => (s === 'pg_catalog' ? cat.systemRelations.has(rel) : cat.relations.has(relKey(s, rel))));
+      if (schema === undefined) return !(d.opaque = 'reads a relation that is not in the source catalogue');
+      if (!addRelation(cat, d, schema, rel)) return false;
+    }
   }
   for (const parts of funcs) {
     const fname = parts[parts.length - 1];
-    const schemas = parts.length === 2 ? [parts[0]] : path;
+    const schemas = parts.length === 2 ? [parts[0]] : anyPath;
     const found = (cat.functionsByName.get(fname) ?? []).filter((f) => schemas.includes(f.schema));
     if (found.length === 0) return !(d.opaque = `calls ${parts.join('.')}, which is not in the source catalogue`);
     // Any candidate may be chosen by argument types: every one counts.
@@ -311,7 +336,7 @@ function stringBody(cat: PreparedCatalog, r: CatalogRoutine, d: Direct): boolean
   }
   for (const parts of opers) {
     const oname = parts[parts.length - 1];
-    const schemas = parts.length === 2 ? [parts[0]] : path;
+    const schemas = parts.length === 2 ? [parts[0]] : anyPath;
     for (const o of cat.source.operatorCode ?? []) {
       if (o[1] !== oname || !schemas.includes(o[0])) continue;
       if (o[4] === null || o[5] === null) return !(d.opaque = `uses operator ${oname}, which has no implementation`);

@@ -60,8 +60,8 @@
  * after server.keepAliveTimeout as node:http does; memory per connection ≤ HEADER_BLOCK_MAX +
  * EARLY_BODY_MAX buffered (beyond that the bytes are handed over with the connection); an answer
  * not drained within the answer write timeout destroys the socket, and nothing more is read while
- * it waits; closeIdleConnections / closeAllConnections end front-door connections too (between
- * requests, resp. all), and after close() a refused request's connection is ended after its answer;
+ * it waits; closeIdleConnections / closeAllConnections end front-door connections too (new
+ * or between requests, resp. all), and after close() a refused request's connection is ended after its answer;
  * a socket error destroys that socket only; no raw error reaches a client. A request handed over
  * while its header block was still incomplete starts node:http's timeouts afresh: its headers may
  * take up to 2 × headersTimeout in all, once per connection (node:http owns it afterwards).
@@ -217,7 +217,7 @@ export interface FrontDoor {
   readonly refused: number;
   /** Connections the front door has taken (read itself) since it was installed. */
   readonly adopted: number;
-  /** Ends the front door's connections that are between requests (server.closeIdleConnections calls it) and ends the others after their answer. */
+  /** Ends the front door's connections without a byte of a request (new, or between requests; server.closeIdleConnections calls it) and ends the others after their answer. */
   closeIdle(): void;
   /** Destroys every front-door connection (server.closeAllConnections calls it). */
   closeAll(): void;
@@ -314,7 +314,9 @@ class Door implements FrontDoor {
 
   closeIdle(): void {
     this.closing = true;
-    for (const c of this.conns) if (c.started < 0 && c.answered > 0) c.destroy();
+    // As node:http's closeIdleConnections: every connection without a byte of a request yet, a new
+    // one included (red team rt41b F6: left open, it held shutdown and was later handed over and served).
+    for (const c of this.conns) if (c.idle) c.destroy();
   }
 
   closeAll(): void {
@@ -336,6 +338,10 @@ class Connection {
   holds = 0;
   answered = 0;
   private gone = false;
+  /** True when no byte of a request is held or awaited (a new connection, or between requests). */
+  get idle(): boolean {
+    return this.refusal === null && this.buf === null;
+  }
   private readonly onData = (chunk: Buffer): void => {
     this.buf = this.buf ? Buffer.concat([this.buf, chunk]) : chunk;
     this.process();

@@ -12,6 +12,7 @@ import { getSource, putSource } from '../../src/control/sources';
 import { scanSource } from '../../src/control/scan';
 import { DEMO_ROLE } from '../../src/demo/provision';
 import type { ResolvedGatewayConfig } from '../../src/control/config';
+import type { CapacityPermit } from '../../src/transport/capacity';
 
 const MODERN = '2026-07-28';
 export const INITIAL_LIMIT = 16;
@@ -88,3 +89,16 @@ export async function warm(env: GovernedEnv, key: string): Promise<void> {
 
 export const count = (xs: Answer[], a: Answer) => xs.filter((x) => x === a).length;
 
+
+/**
+ * Holds the replica's only capacity slot (admission limit 1) and has the limiter refuse once, so it is
+ * shedding (new connections start at the front door, src/transport/front-door.ts). Returns the held
+ * permit (release it to free the slot). Throws when the slot was not free or no refusal followed.
+ */
+export function shed(env: GovernedEnv): CapacityPermit {
+  const got = env.gateway.capacity!.acquire(undefined, 'someone-else');
+  if (got instanceof Promise || 'retryAfterMs' in got) throw new Error('the slot was not free');
+  const refused = env.gateway.capacity!.acquire(undefined, 'someone-else');
+  if (refused instanceof Promise || !('retryAfterMs' in refused)) throw new Error('not refused');
+  return got;
+}

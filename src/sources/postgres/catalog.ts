@@ -262,13 +262,15 @@ SELECT
      FROM pg_catalog.pg_cast k WHERE k.castcontext = 'i') AS implicit_casts
   -- ---- User functions (task hfn; src/sql/function-reads.ts) ----
   -- Each overload outside pg_catalog/information_schema: [schema, name, language, prosecdef,
-  -- proconfig, owner, prosrc of a LANGUAGE sql string body, the dependency records of a SQL-standard
-  -- body {r: [[schema, name, relkind]], f: [[schema, name]] (functions, and operators' functions),
-  -- u: uses a type whose input runs user code}]. prosqlbody is read through to_jsonb so the scan
+  -- proconfig, owner, prosrc of a LANGUAGE sql string body, the dependency records of every
+  -- LANGUAGE sql function {r: [[schema, name, relkind]], f: [[schema, name]] (functions, and
+  -- operators' functions), u: uses a type whose input runs user code}]: a SQL-standard body's, and
+  -- for a string body those of its parameter defaults (evaluated in the caller's statement) and its
+  -- parameter and result types (a domain CHECK runs on the coercion) (red team rt41b). prosqlbody is read through to_jsonb so the scan
   -- also runs on servers before 14, which lack it.
   ,(SELECT coalesce(json_agg(json_build_array(n.nspname, p.proname, l.lanname, p.prosecdef, p.proconfig, pg_catalog.pg_get_userbyid(p.proowner),
             CASE WHEN l.lanname = 'sql' AND (pg_catalog.to_jsonb(p) ->> 'prosqlbody') IS NULL THEN p.prosrc END,
-            CASE WHEN (pg_catalog.to_jsonb(p) ->> 'prosqlbody') IS NOT NULL THEN json_build_object(
+            CASE WHEN l.lanname = 'sql' THEN json_build_object(
               'r', (SELECT coalesce(json_agg(DISTINCT jsonb_build_array(dn.nspname, dc.relname, dc.relkind)), '[]'::json)
                     FROM pg_catalog.pg_depend dp
                     JOIN pg_catalog.pg_class dc ON dc.oid = dp.refobjid
@@ -367,7 +369,8 @@ function routineOf([schema, name, language, secdef, config, owner, source, deps]
       functions: deps.f.map(([s, n]) => ({ schema: s, name: n })),
       unsafeTypes: deps.u === true,
     };
-  } else if (typeof source === 'string') r.source = source;
+  }
+  if (typeof source === 'string') r.source = source;
   return r;
 }
 

@@ -10,6 +10,7 @@ import fc from 'fast-check';
 import { connect } from 'node:net';
 import { startGovernedEnv, type GovernedEnv } from '../../helpers/governed';
 import { RawClient, type RawAnswer } from '../../helpers/raw-client';
+import { shed as shedCapacity } from '../../helpers/capacity-load';
 import type { CapacityPermit } from '../../../src/transport/capacity';
 import { frontDoorOf, type FrontDoor } from '../../../src/transport/front-door';
 
@@ -75,13 +76,7 @@ function refusalBody(rpcId: string | number | null, requestId: string): unknown 
 }
 
 /** Holds the replica's only slot and has the limiter refuse once, so it is shedding (new connections start at the front door). */
-function shed(): CapacityPermit {
-  const got = env.gateway.capacity!.acquire(undefined, 'someone-else');
-  if (got instanceof Promise || 'retryAfterMs' in got) throw new Error('the slot was not free');
-  const refused = env.gateway.capacity!.acquire(undefined, 'someone-else');
-  if (refused instanceof Promise || !('retryAfterMs' in refused)) throw new Error('not refused');
-  return got;
-}
+const shed = (): CapacityPermit => shedCapacity(env);
 
 /** Resolves once the limiter is no longer shedding (a new connection then goes straight to node:http). */
 async function calm(): Promise<void> {

@@ -11,11 +11,10 @@
  */
 import pg from 'pg';
 import { startGovernedEnv, callTool, type GovernedEnv } from '../../helpers/governed';
+import { governAsHrAnalyst } from '../../helpers/hr-analyst';
 import { upsertRole } from '../../../src/control/roles';
 import { grantRole, revokeGrant } from '../../../src/control/grants';
-import { scanSource } from '../../../src/control/scan';
 import { loadCatalog } from '../../../src/control/catalog';
-import { addPolicy } from '../../../src/control/policies';
 import { updateSource } from '../../../src/control/sources';
 import { unprovableViews } from '../../../src/sql/analyze';
 import { approveAndExecute } from '../../../src/approvals/execute';
@@ -77,20 +76,11 @@ beforeAll(async () => {
     CREATE VIEW v_twice AS SELECT emp_id, twice(dept_id) AS d2, dept_title(dept_id) AS title FROM staff;
     CREATE VIEW v_sal AS SELECT emp_id, emp_sal(emp_id) AS pay FROM staff;
     GRANT SELECT ON ALL TABLES IN SCHEMA public TO ${admin.escapeIdentifier(env.demo.readerRole)};`);
-  await scanSource(env.db, 'chinook');
-  await upsertRole(env.db, {
-    name: 'hr-analyst',
-    statements: [
-      { effect: 'allow', action: 'read', resource: 'public.*' },
-      { effect: 'allow', action: 'describe', resource: 'public.*' },
-      { effect: 'deny', action: 'read', resource: 'public.staff.ssn' },
-      // Past a read deny only a describe allow naming the column lists it (hnu41 item 1), so the
-      // refusals below may name it.
-      { effect: 'allow', action: 'describe', resource: 'public.staff.ssn' },
-    ],
-  });
-  await grantRole(env.db, { identityId: env.demo.identityId, roleName: 'hr-analyst', sourceId: 'chinook' });
-  await addPolicy(env.db, { name: 'mask-salary', applies_to: { sources: ['chinook'] }, rule: { type: 'mask_columns', columns: ['public.staff.salary'], method: 'full' } });
+  await governAsHrAnalyst(env, 'hr-analyst');
+  // Past a read deny only a describe allow naming the column lists it (hnu41 item 1): a second role
+  // allows describing public.staff.ssn by name, so the refusals below may name it.
+  await upsertRole(env.db, { name: 'hr-ssn-describe', statements: [{ effect: 'allow', action: 'describe', resource: 'public.staff.ssn' }] });
+  await grantRole(env.db, { identityId: env.demo.identityId, roleName: 'hr-ssn-describe', sourceId: 'chinook' });
   env.gateway.store.invalidate('*');
 }, 120_000);
 

@@ -13,7 +13,8 @@ beforeAll(async () => {
 });
 
 const col = (name: string) => ({ name, dataType: 'text' });
-const sqlFn = (schema: string, name: string, source: string, extra: Partial<CatalogRoutine> = {}): CatalogRoutine => ({ schema, name, language: 'sql', securityDefiner: false, config: null, owner: 'owner', source, ...extra });
+/** A LANGUAGE sql string body as the scan records it: its dependency records (parameter defaults and types) empty unless `extra` says. */
+const sqlFn = (schema: string, name: string, source: string, extra: Partial<CatalogRoutine> = {}): CatalogRoutine => ({ schema, name, language: 'sql', securityDefiner: false, config: null, owner: 'owner', source, depends: { relations: [], functions: [], unsafeTypes: false }, ...extra });
 
 function catalog(routines: CatalogRoutine[] | undefined, extra: Partial<SourceCatalog> = {}): SourceCatalog {
   const names = new Set((routines ?? []).map((r) => `${r.schema}.${r.name}`));
@@ -89,7 +90,7 @@ test('a SQL-standard body follows its dependency records', () => {
 
 test.each([
   ['another language', [{ schema: 'public', name: 'f', language: 'plpgsql', securityDefiner: false, config: null, owner: 'o' }], 'runs code InterLock cannot analyse (LANGUAGE plpgsql)'],
-  ['an uncatalogued relation', [sqlFn('public', 'f', 'SELECT 1 FROM nowhere')], 'names a relation nowhere that is not in the source catalogue'],
+  ['an uncatalogued relation', [sqlFn('public', 'f', 'SELECT 1 FROM nowhere')], 'reads a relation that is not in the source catalogue'],
   ['a system catalogue', [sqlFn('public', 'f', 'SELECT relname FROM pg_class')], 'reads the system catalogue pg_catalog.pg_class'],
   ['a refused built-in', [sqlFn('public', 'f', "SELECT pg_read_file('/etc/passwd')")], 'calls pg_catalog.pg_read_file, which reads server files or configuration'],
   ['a write', [sqlFn('public', 'f', 'DELETE FROM employee')], 'runs a statement other than SELECT'],
@@ -124,4 +125,30 @@ test('a user operator a string body may use is followed, named or implied (IN, s
     const cat = spy(body);
     expect([body, reads(cat, 'f').relations]).toEqual([body, expect.arrayContaining([{ schema: 'public', name: 'employee' }])]);
   }
+});
+
+describe('red team rt41b', () => {
+  test("F1: a string body's parameter defaults (dependency records) count; a snapshot without them is opaque", () => {
+    const cat = catalog([
+      sqlFn('public', 'echo', 'SELECT $1', { depends: { relations: [], functions: [{ schema: 'public', name: 'ssn_of' }], unsafeTypes: false } }),
+      sqlFn('public', 'ssn_of', 'SELECT ssn FROM employee WHERE emp_id = $1'),
+      { schema: 'public', name: 'old', language: 'sql', securityDefiner: false, config: null, owner: 'o', source: 'SELECT $1' },
+    ]);
+    expect(reads(cat, 'echo').relations).toEqual([{ schema: 'public', name: 'employee' }]);
+    expect(reads(cat, 'old')).toMatchObject({ relations: [], opaque: expect.stringMatching(/rescan it/) });
+  });
+
+  test('F4: a string body whose parameter or result type runs user code is opaque', () => {
+    const cat = catalog([sqlFn('public', 'f', 'SELECT $1', { depends: { relations: [], functions: [], unsafeTypes: true } })]);
+    expect(reads(cat, 'f')).toMatchObject({ relations: [], opaque: 'uses a type whose input runs user code' });
+  });
+
+  test("F2: an unpinned SECURITY DEFINER body resolves names on the reader's path and with the owner's schema first", () => {
+    const cat = catalog([
+      sqlFn('public', 'def', 'SELECT 1 FROM employee', { securityDefiner: true, owner: 'hr' }),
+      sqlFn('public', 'inv', 'SELECT 1 FROM employee', { owner: 'hr' }),
+    ]);
+    expect(reads(cat, 'def').relations).toEqual([{ schema: 'hr', name: 'employee' }, { schema: 'public', name: 'employee' }]);
+    expect(reads(cat, 'inv').relations).toEqual([{ schema: 'public', name: 'employee' }]);
+  });
 });
