@@ -58,7 +58,9 @@
  * a connection's first request, from the connection, gets node's `408 Request Timeout` and the
  * socket is destroyed; checked every connectionsCheckingInterval); an idle connection is destroyed
  * after server.keepAliveTimeout as node:http does; memory per connection ≤ HEADER_BLOCK_MAX +
- * EARLY_BODY_MAX buffered (beyond that the bytes are handed over with the connection); an answer
+ * EARLY_BODY_MAX buffered (beyond that the bytes are handed over with the connection), and up to
+ * FRAMED_MAX header blocks of ≤ FRAMED_BLOCK_MAX characters remembered once framed (h29b: a block
+ * seen again on the connection is not framed or checked again; frameHeaders and earlyCall are pure); an answer
  * not drained within the answer write timeout destroys the socket, and nothing more is read while
  * it waits; closeIdleConnections / closeAllConnections end front-door connections too (between
  * requests, resp. all), and after close() a refused request's connection is ended after its answer;
