@@ -264,6 +264,7 @@ export async function startGovernedGateway(opts: GovernedGatewayOptions): Promis
     healthz: !opsServer,
     routes: [...(opsServer ? [] : [(app: import('express').Express) => mountOperations(app, metrics, ops, originPolicyFor(host, config))]), ...(require('./http') as typeof import('./http')).httpRoutes({ db, logger, circuitStates: () => registry.states(), connectors: registry, originPolicy: originPolicyFor(host, config), governance }), (app) => mountConsole(app, { db, connectors: registry, originPolicy: originPolicyFor(host, config), logger, sessions: consoleSessionTimeouts(config), governance }), ...(opts.routes ?? [])], // eslint-disable-line @typescript-eslint/no-require-imports
     observe: (e) => metrics.observeToolCall(e),
+    observeOverCapacity: (tool) => metrics.observeOverCapacity(tool),
     rateLimiter,
     clientLimits: clientLimitSettings(config.client_limits ?? DEFAULT_CONFIG.client_limits),
     answerWriteTimeoutMs: config.client_limits?.answer_write_timeout_ms ?? DEFAULT_CONFIG.client_limits.answer_write_timeout_ms,

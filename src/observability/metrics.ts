@@ -104,6 +104,9 @@ export class GatewayMetrics {
   // The sets are closed (labels.ts), so these maps are bounded like the series themselves.
   private readonly requestChildren = new Map<string, LabelChild>();
   private readonly toolChildren = new Map<string, LabelChild>();
+  /** observeOverCapacity's children per canonical tool (entries of toolChildren), valid for the served-tools set `overCapacityTools`. */
+  private readonly overCapacityChildren = new Map<string, LabelChild>();
+  private overCapacityTools: ReadonlySet<string> | null = null;
   // The two counters are counted in plain numbers per child and added to prom-client at scrape time
   // through its collect() hook (issue 29: no label hashing per call, a refusal at capacity counts twice).
   private readonly requests: Counter<string> = new Counter({ name: 'interlock_mcp_requests_total', help: 'HTTP requests at the MCP endpoint by JSON-RPC method, dialect and HTTP status.', labelNames: ['method', 'dialect', 'status'], registers: [this.registry], collect: (): void => addPending(this.requests, this.requestChildren) });
@@ -174,17 +177,41 @@ export class GatewayMetrics {
    */
   observeToolCall(e: ToolCallAuditEvent): void {
     const source = typeof e.details.source_id === 'string' ? closedLabel(e.details.source_id, this.labels.sources()) : '';
-    const tool = closedLabel(e.canonicalTool, this.labels.tools());
-    const decision = closedLabel(e.decision, DECISIONS);
-    const reason = reasonLabel(e.reasonCode);
+    const child = this.toolChild(closedLabel(e.canonicalTool, this.labels.tools()), source, closedLabel(e.decision, DECISIONS), reasonLabel(e.reasonCode));
+    child.pending++;
+    child.observe(e.durationMs / 1000);
+  }
+
+  /**
+   * Records one tool call of canonical tool `canonicalTool` refused at capacity (issue 29): exactly
+   * what observeToolCall records for its event (dispatch.ts overCapacityEvent: no source, decision
+   * refused, reason rate_limited, duration 0), the same series and histogram observation, without the
+   * event. The label child is looked up once per tool while the served-tools set is the same object.
+   */
+  observeOverCapacity(canonicalTool: string): void {
+    const tools = this.labels.tools();
+    if (tools !== this.overCapacityTools) {
+      this.overCapacityTools = tools;
+      this.overCapacityChildren.clear();
+    }
+    let child = this.overCapacityChildren.get(canonicalTool);
+    if (!child) {
+      child = this.toolChild(closedLabel(canonicalTool, tools), '', 'refused', reasonLabel('rate_limited'));
+      this.overCapacityChildren.set(canonicalTool, child);
+    }
+    child.pending++;
+    child.observe(0);
+  }
+
+  /** The tool-call label child of (tool, source, decision, reason), labels already closed; made once per combination. */
+  private toolChild(tool: string, source: string, decision: string, reason: string): LabelChild {
     const key = `${tool}\u0000${source}\u0000${decision}\u0000${reason}`;
     let child = this.toolChildren.get(key);
     if (!child) {
       child = { labels: { tool, source, decision, reason }, pending: 0, observe: this.toolSeconds.labels(tool, decision).observe };
       this.toolChildren.set(key, child);
     }
-    child.pending++;
-    child.observe(e.durationMs / 1000);
+    return child;
   }
 }
 

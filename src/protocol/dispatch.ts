@@ -38,6 +38,12 @@ export interface DispatchDeps {
   pendingAudits: Set<Promise<void>>;
   /** Optional observer of every finished tool call (metrics). */
   observe?: (event: ToolCallAuditEvent) => void;
+  /**
+   * Optional observer of a tool call refused at capacity, by canonical tool name (issue 29): when set,
+   * it is called instead of `observe` with that refusal's event (overCapacityEvent), and must record
+   * exactly what `observe` would (GatewayMetrics.observeOverCapacity), without the event object.
+   */
+  observeOverCapacity?: (canonicalTool: string) => void;
   /** Keyless budget and stream caps per client address and identity (issue 10, Build 6); none when absent. */
   clientLimits?: ClientLimits;
   /** Aggregates keyless refusals instead of one audit event each (issue 10, Build 6). */
@@ -400,10 +406,17 @@ function overCapacityEvent(req: Pick<ToolCallRequest, 'requestId' | 'dialect' | 
  * event (no aggregator), which refuseOverCapacity then commits before the answer.
  */
 function overCapacity(deps: DispatchDeps, req: Pick<ToolCallRequest, 'requestId' | 'dialect' | 'protocolVersion' | 'route' | 'clientAddress'>, binding: ToolBinding, r: CapacityRefusal, identity: KnownCaller): ToolCallRun | null {
-  if (!deps.keylessAudit) return null;
-  if (deps.observe) deps.observe(overCapacityEvent(req, binding, identity));
-  deps.keylessAudit.note(req.clientAddress ?? 'unknown', { reason: 'rate_limited', tool: binding.canonical, route: req.route ?? 'mcp', dialect: req.dialect, protocolVersion: req.protocolVersion, requestId: req.requestId });
+  if (!countOverCapacity(deps, req, binding, identity)) return null;
   return { outcome: overCapacityOutcome(r), tool: binding.name, canonical: binding.canonical, refusedAtCapacityMs: r.retryAfterMs };
+}
+
+/** overCapacity's counting (metrics, aggregate audit) without its run; false (nothing counted) without the aggregate audit. */
+function countOverCapacity(deps: DispatchDeps, req: Pick<ToolCallRequest, 'requestId' | 'dialect' | 'protocolVersion' | 'route' | 'clientAddress'>, binding: ToolBinding, identity: KnownCaller): boolean {
+  if (!deps.keylessAudit) return false;
+  if (deps.observeOverCapacity) deps.observeOverCapacity(binding.canonical);
+  else if (deps.observe) deps.observe(overCapacityEvent(req, binding, identity));
+  deps.keylessAudit.note(req.clientAddress ?? 'unknown', { reason: 'rate_limited', tool: binding.canonical, route: req.route ?? 'mcp', dialect: req.dialect, protocolVersion: req.protocolVersion, requestId: req.requestId });
+  return true;
 }
 
 /** The notify of a call whose route streams no progress (one function, not one per call). */
@@ -635,7 +648,7 @@ export function refuseKnownFromHeaders(deps: DispatchDeps, call: { apiKey: strin
   const early = deps.capacity.refuseKnown(call.apiKey, call.scope);
   if (!early) return null;
   const requestId = newRequestId();
-  overCapacity(deps, { requestId, dialect: 'modern', protocolVersion: call.version, clientAddress: call.clientAddress }, binding, early.refusal, early.caller);
+  countOverCapacity(deps, { requestId, dialect: 'modern', protocolVersion: call.version, clientAddress: call.clientAddress }, binding, early.caller);
   return { refusal: early.refusal, requestId, canonical: binding.canonical };
 }
 

@@ -53,6 +53,8 @@ export interface GatewayAppOptions {
   routes?: Array<(app: Express, deps: DispatchDeps) => void>;
   /** Observer of every finished tool call (metrics). */
   observe?: DispatchDeps['observe'];
+  /** Observer of a tool call refused at capacity, recording what `observe` would for its event (DispatchDeps.observeOverCapacity). */
+  observeOverCapacity?: DispatchDeps['observeOverCapacity'];
   /**
    * Per-client-address and per-identity limits (issue 10, Build 6): the keyless budget, checked
    * before anything else on every request without a Bearer token, and the stream caps. When set,
@@ -114,6 +116,7 @@ export function createGatewayApp(opts: GatewayAppOptions & { logger: Logger }): 
     inflight: new InflightRegistry(),
     pendingAudits: new Set(),
     observe: opts.observe,
+    observeOverCapacity: opts.observeOverCapacity,
     rateLimiter: opts.rateLimiter,
     answerWriteTimeoutMs: opts.answerWriteTimeoutMs,
     authSurface: opts.authSurface,

@@ -58,7 +58,9 @@
  * a connection's first request, from the connection, gets node's `408 Request Timeout` and the
  * socket is destroyed; checked every connectionsCheckingInterval); an idle connection is destroyed
  * after server.keepAliveTimeout as node:http does; memory per connection ≤ HEADER_BLOCK_MAX +
- * EARLY_BODY_MAX buffered (beyond that the bytes are handed over with the connection); an answer
+ * EARLY_BODY_MAX buffered (beyond that the bytes are handed over with the connection), and up to
+ * FRAMED_MAX header blocks of ≤ FRAMED_BLOCK_MAX characters remembered once framed (h29b: a block
+ * seen again on the connection is not framed or checked again; frameHeaders and earlyCall are pure); an answer
  * not drained within the answer write timeout destroys the socket, and nothing more is read while
  * it waits; closeIdleConnections / closeAllConnections end front-door connections too (new
  * or between requests, resp. all), and after close() a refused request's connection is ended after its answer;
@@ -68,7 +70,7 @@
  */
 import { maxHeaderSize, STATUS_CODES, type Server } from 'node:http';
 import type { Socket } from 'node:net';
-import { bodyId, EARLY_BODY_MAX, earlyCall } from './early-refusal';
+import { bodyId, EARLY_BODY_MAX, earlyCall, type HeaderCall } from './early-refusal';
 import { JSON_CONTENT_TYPE, DEFAULT_ANSWER_WRITE_TIMEOUT_MS } from './channel';
 import type { OriginPolicy } from './http-headers';
 import { bodyReservation, chargedUpFront, clientAddressKey } from './client-limits';
@@ -81,6 +83,9 @@ export const HEADER_LINES_MAX = 100;
 
 const REQUEST_LINE = Buffer.from('POST /mcp HTTP/1.1\r\n', 'latin1');
 const CRLFCRLF = Buffer.from('\r\n\r\n', 'latin1');
+/** Header blocks up to this many characters are remembered per connection once framed (Connection.frame), at most FRAMED_MAX of them. */
+const FRAMED_BLOCK_MAX = 2048;
+const FRAMED_MAX = 4;
 /** The headers the front door reads: each at most once. */
 const READ_HEADERS = new Set(['content-length', 'transfer-encoding', 'content-encoding', 'origin', 'expect', 'upgrade', 'connection', 'host', 'content-type', 'accept', 'authorization', 'mcp-protocol-version', 'mcp-method', 'mcp-name']);
 /** Headers whose presence hands the request over. */
@@ -107,7 +112,7 @@ export interface FrontDoorRefuser {
   /** True while the capacity limiter is shedding (CapacityLimiter.shedding). */
   shedding(): boolean;
   /** The refusal of a request with headers `h` (lower-case names, trimmed values) on `socket`, counted; null when node:http must serve it. */
-  take(h: Record<string, string>, socket: Socket): FrontDoorRefusal | null;
+  take(h: Readonly<Record<string, string>>, socket: Socket): FrontDoorRefusal | null;
   /** The answer's bytes (one HTTP/1.1 response, as node:http writes the early refusal) for refusal `r` and body `body`; `keepAliveS` is Keep-Alive's timeout (s, 0: none). Observes it. */
   answer(r: FrontDoorRefusal, body: Buffer, keepAliveS: number): string;
   /** Ms a refused connection is not read (admission.pause_refused_connections: the Retry-After), 0 for none. */
@@ -126,10 +131,16 @@ export interface FrontDoorRefuser {
 export function frontDoorRefuser(deps: DispatchDeps, policy: OriginPolicy, observe: ((method: string, dialect: string, status: number, seconds: number) => void) | undefined, bodyLimit: number): FrontDoorRefuser | null {
   const capacity = deps.capacity;
   if (!capacity || !deps.keylessAudit) return null;
+  // earlyCall is pure in `h` (and `policy`): a connection's repeated header block (Connection.frame) is checked once.
+  const calls = new WeakMap<object, HeaderCall | null>();
   return {
     shedding: () => capacity.shedding(),
     take(h, socket) {
-      const call = earlyCall(h, policy);
+      let call = calls.get(h);
+      if (call === undefined) {
+        call = earlyCall(h, policy);
+        calls.set(h, call);
+      }
       // The keyless gate charges a token that fails by its form before anything else: node:http's.
       if (!call || chargedUpFront(deps.identityResolver, call.apiKey)) return null;
       const clientAddress = clientAddressKey(socket.remoteAddress);
@@ -329,6 +340,12 @@ class Door implements FrontDoor {
 class Connection {
   /** Bytes read and not consumed (the current request's), or null. */
   private buf: Buffer | null = null;
+  /**
+   * Header blocks this connection sent that frameHeaders framed (not null), by their text, each with
+   * its result frozen: a client repeating its headers (Content-Length varying with the body) is framed
+   * once per distinct block (issue 29, h29b). At most FRAMED_MAX blocks of ≤ FRAMED_BLOCK_MAX characters.
+   */
+  private framed: Map<string, Readonly<Record<string, string>>> | null = null;
   /** Clock (ms) at which the current request started (its first byte; the connection for the first), or -1 between requests. */
   started: number;
   idleSince = 0;
@@ -397,13 +414,26 @@ class Connection {
     }
     const blockEnd = end + 4;
     if (blockEnd > limit || end < REQUEST_LINE.length || this.door.server.maxRequestsPerSocket) return this.handOverNow();
-    const h = frameHeaders(buf.toString('latin1', REQUEST_LINE.length, end));
+    const h = this.frame(buf.toString('latin1', REQUEST_LINE.length, end));
     const r = h && !this.door.closing ? this.door.refuser.take(h, this.socket) : null;
     if (!r) return this.handOverNow();
     this.refusal = r;
     this.buf = buf.length > blockEnd ? buf.subarray(blockEnd) : null;
     if (r.length === 0) this.buf ??= Buffer.alloc(0);
     return true;
+  }
+
+  /** frameHeaders(block), remembered for this connection when it frames (see `framed`); the same frozen object for the same text. */
+  private frame(block: string): Readonly<Record<string, string>> | null {
+    const known = this.framed?.get(block);
+    if (known) return known;
+    const h = frameHeaders(block);
+    if (h && block.length <= FRAMED_BLOCK_MAX) {
+      const m = (this.framed ??= new Map());
+      if (m.size >= FRAMED_MAX) m.clear();
+      m.set(block, Object.freeze(h));
+    }
+    return h;
   }
 
   /** Writes the refusal of `r` (its body is in the buffer) with one socket.write; then the next request. */

@@ -333,6 +333,77 @@ test('undici (fetch, as the MCP TS SDK uses): refusals at the front door on a re
   }
 }, 30_000);
 
+/** Every series of a /metrics scrape but the process's own (CPU, memory, event loop), by its name and labels. */
+async function scrapeSeries(): Promise<Map<string, number>> {
+  const text = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
+  const m = new Map<string, number>();
+  for (const line of text.split('\n')) {
+    if (!line || line.startsWith('#') || line.startsWith('interlock_process_')) continue;
+    const at = line.lastIndexOf(' ');
+    m.set(line.slice(0, at), Number(line.slice(at + 1)));
+  }
+  return m;
+}
+
+/** The series that moved from `a` to `b`, with how much. */
+function moved(a: Map<string, number>, b: Map<string, number>): Record<string, number> {
+  const d: Record<string, number> = {};
+  for (const [k, v] of b) if (v !== (a.get(k) ?? 0)) d[k] = v - (a.get(k) ?? 0);
+  return d;
+}
+
+test('the scrape after N front-door refusals moves exactly as after N refusals on node:http\'s path: same series, counts, buckets and sums (h29b)', async () => {
+  const N = 4;
+  await calm();
+  const adopted0 = door.adopted;
+  // N connections opened while the limiter is not shedding: node:http owns them.
+  const viaNode = await Promise.all(Array.from({ length: N }, () => RawClient.open(port)));
+  const s0 = await scrapeSeries();
+  let slot = shed();
+  try {
+    const refused0 = door.refused;
+    for (let i = 0; i < N; i++) expect((await viaNode[i].send(call(`hn-${i}`))).status).toBe(429);
+    expect(door.refused - refused0).toBe(0);
+    expect(door.adopted).toBe(adopted0);
+    slot.release();
+    const s1 = await scrapeSeries();
+    slot = shed();
+    const c = await RawClient.open(port);
+    for (let i = 0; i < N; i++) expect((await c.send(call(`hf-${i}`))).status).toBe(429);
+    expect(door.refused - refused0).toBe(N);
+    c.close();
+    slot.release();
+    const s2 = await scrapeSeries();
+    const byNode = moved(s0, s1);
+    expect(byNode['interlock_tool_calls_total{tool="interlock_query",source="",decision="refused",reason="rate_limited"}']).toBe(N);
+    expect(byNode['interlock_tool_call_duration_seconds_bucket{le="0.001",tool="interlock_query",decision="refused"}']).toBe(N);
+    expect(byNode['interlock_mcp_requests_total{method="tools/call",dialect="modern",status="429"}']).toBe(N);
+    expect(byNode['interlock_mcp_request_duration_seconds_count{method="tools/call"}']).toBe(N);
+    expect(moved(s1, s2)).toEqual(byNode);
+  } finally {
+    slot.release();
+    for (const c of viaNode) c.close();
+  }
+}, 30_000);
+
+test('a connection\'s header blocks are framed once each (h29b): the same block refused again, a block that differs (Origin) handed over to node:http', async () => {
+  const slot = shed();
+  const c = await RawClient.open(port).catch((err: unknown) => {
+    slot.release();
+    throw err;
+  });
+  const refused0 = door.refused;
+  const statuses: number[] = [];
+  for (let i = 0; i < 3; i++) statuses.push((await c.send(call(`hm-${i}`))).status);
+  const byDoor = door.refused - refused0;
+  // The same headers with an Origin: not the front door's (its answer would carry CORS headers).
+  statuses.push((await c.send(call('hm-o', [`Origin: http://127.0.0.1:${port}`]))).status);
+  slot.release();
+  c.close();
+  expect(statuses).toEqual([429, 429, 429, 429]);
+  expect([byDoor, door.refused - refused0]).toEqual([3, 3]);
+}, 30_000);
+
 test('graceful close with front-door connections open: idle ones end, close() does not hang', async () => {
   const slot = shed();
   const c = await RawClient.open(port);

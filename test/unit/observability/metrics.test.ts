@@ -69,3 +69,47 @@ test('counts kept as plain numbers reach the scrape once: each scrape adds what 
   text = await m.registry.metrics();
   expect([line(text, TOOL), line(text, REQ), line(text, HIST)]).toEqual([`${TOOL} 5`, `${REQ} 5`, `${HIST} 5`]);
 });
+
+/** The scrape text without process metrics (CPU, memory, event loop: they move on their own). */
+async function scrape(m: GatewayMetrics): Promise<string> {
+  return (await m.registry.metrics()).split('\n').filter((l) => !l.includes('interlock_process_')).join('\n');
+}
+
+test('a refusal at capacity observed by tool name (observeOverCapacity, h29b) scrapes exactly as its event through observeToolCall: series, counts, buckets, sums', async () => {
+  const labels = { tools: () => new Set(['interlock_query']), sources: () => new Set(['chinook']) };
+  const byEvent = new GatewayMetrics(sources, labels);
+  const byName = new GatewayMetrics(sources, labels);
+  // The event dispatch.ts overCapacityEvent builds: no source, refused, rate_limited, duration 0.
+  const refusal = (tool: string): ToolCallAuditEvent => ({ requestId: 'req_x', time: new Date(0).toISOString(), identityId: 'i', keyId: 'k', tool, canonicalTool: tool, dialect: 'modern', protocolVersion: '2026-07-28', decision: 'refused', reasonCode: 'rate_limited', durationMs: 0, details: { over_capacity: true } }) as ToolCallAuditEvent;
+  const served = { requestId: 'req_y', time: new Date(0).toISOString(), identityId: 'i', keyId: 'k', tool: 'interlock_query', canonicalTool: 'interlock_query', dialect: 'modern', protocolVersion: '2026-07-28', decision: 'allowed', reasonCode: null, durationMs: 4, details: { source_id: 'chinook' } } as ToolCallAuditEvent;
+  for (const m of [byEvent, byName]) m.observeToolCall(served);
+  for (let i = 0; i < 7; i++) {
+    byEvent.observeToolCall(refusal('interlock_query'));
+    byName.observeOverCapacity('interlock_query');
+  }
+  // A tool outside the served set is `other` either way.
+  byEvent.observeToolCall(refusal('made_up'));
+  byName.observeOverCapacity('made_up');
+  const a = await scrape(byEvent);
+  expect(a).toContain('interlock_tool_calls_total{tool="interlock_query",source="",decision="refused",reason="rate_limited"} 7');
+  expect(a).toContain('interlock_tool_call_duration_seconds_bucket{le="0.001",tool="interlock_query",decision="refused"} 7');
+  expect(a).toContain('interlock_tool_calls_total{tool="other",source="",decision="refused",reason="rate_limited"} 1');
+  expect(await scrape(byName)).toBe(a);
+  // And again after the first scrape (pending counts flushed once, the children kept).
+  byEvent.observeToolCall(refusal('interlock_query'));
+  byName.observeOverCapacity('interlock_query');
+  const b = await scrape(byEvent);
+  expect(b).toContain('interlock_tool_calls_total{tool="interlock_query",source="",decision="refused",reason="rate_limited"} 8');
+  expect(await scrape(byName)).toBe(b);
+});
+
+test('observeOverCapacity follows a new served-tools set: a tool that becomes served gets its own series', async () => {
+  let served = new Set<string>();
+  const m = new GatewayMetrics(sources, { tools: () => served, sources: () => new Set() });
+  m.observeOverCapacity('interlock_query');
+  served = new Set(['interlock_query']);
+  m.observeOverCapacity('interlock_query');
+  const text = await scrape(m);
+  expect(text).toContain('interlock_tool_calls_total{tool="other",source="",decision="refused",reason="rate_limited"} 1');
+  expect(text).toContain('interlock_tool_calls_total{tool="interlock_query",source="",decision="refused",reason="rate_limited"} 1');
+});
