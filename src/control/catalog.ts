@@ -18,12 +18,38 @@ export async function saveCatalog(db: ControlDb, sourceId: string, catalog: Sour
 
 /** The stored snapshot of `sourceId`, or null when it was never scanned. */
 export async function loadCatalog(db: ControlDb, sourceId: string): Promise<SourceCatalog | null> {
-  const r = await db.pool.query<{ catalog: SourceCatalog; scanned_at: Date; truncated: boolean }>(
-    'SELECT catalog, scanned_at, truncated FROM catalog_snapshots WHERE source_id = $1',
-    [sourceId],
+  return (await loadCatalogVersion(db, sourceId))?.catalog ?? null;
+}
+
+/**
+ * A stored snapshot as loaded, with the version of its row: the row's transaction id (xmin: every
+ * save writes a new row version), scan time and truncation flag, as one opaque string.
+ */
+export interface VersionedCatalog {
+  catalog: SourceCatalog;
+  version: string;
+}
+
+/**
+ * The stored snapshot of `sourceId` with its version, or null when it was never scanned (or its
+ * source is gone). When `known` (an earlier answer of this function) still has the stored row's
+ * version, `known` itself is returned and the catalogue JSON is neither sent nor parsed: the same
+ * catalogue object stays in use across reloads of an unchanged snapshot, so the caches keyed by it
+ * (WeakMaps of src/sql and src/tools/handlers/describe.ts) stay warm (task hpriv item 2). Any save
+ * of the snapshot (scan, apply) gives a new version, hence a new object. Rejects on a database error.
+ */
+export async function loadCatalogVersion(db: ControlDb, sourceId: string, known?: VersionedCatalog): Promise<VersionedCatalog | null> {
+  const r = await db.pool.query<{ v: string; catalog: SourceCatalog | null; scanned_at: Date; truncated: boolean }>(
+    `SELECT v, CASE WHEN v = $2 THEN NULL ELSE catalog END AS catalog, scanned_at, truncated
+       FROM (SELECT xmin::text || '/' || to_char(scanned_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US') || '/' || truncated::text AS v, catalog, scanned_at, truncated
+               FROM catalog_snapshots WHERE source_id = $1) s`,
+    [sourceId, known?.version ?? null],
   );
-  if (!r.rows[0]) return null;
-  return { ...r.rows[0].catalog, scannedAt: iso(r.rows[0].scanned_at)!, truncated: r.rows[0].truncated };
+  const row = r.rows[0];
+  if (!row) return null;
+  if (known && row.v === known.version) return known;
+  if (row.catalog === null) throw new Error(`catalog snapshot of ${sourceId} has no catalogue`);
+  return { catalog: { ...row.catalog, scannedAt: iso(row.scanned_at)!, truncated: row.truncated }, version: row.v };
 }
 
 /** Scan time, truncation and relation count of every stored snapshot, keyed by source id. */

@@ -63,38 +63,47 @@ export interface ClaimRuleUntying {
  * /admin/v1/sources/{id}, `apply --prune`), inside the caller's transaction (task hlow: such rules
  * outlived the source and gave its roles to a source added later under the same id). A claim
  * mapping's `role_grants` rule naming it refuses the removal without `force`
- * (ConflictError, details: the issuers); with `force` each such rule is taken out of its mapping's
- * role_grants (the mapping stays, its identity_claim and unknown_subjects too) and each mapping so
- * changed is recorded as `claim_mapping_updated` ({issuer, reason: "source_removed", removed: the
+ * (ConflictError, details: the issuers); checkClaimRulesNaming makes that check before the source
+ * is deleted. Call this with `force` after the caller deleted the source row in the same
+ * transaction: each such rule is taken out of its mapping's role_grants (the mapping stays, its
+ * identity_claim and unknown_subjects too) by interlock_untie_removed_source_claim_rules (migration
+ * 20261213190000000, SECURITY DEFINER: the source family holds EXECUTE of it, not UPDATE of
+ * claim_mappings, which would let it rewrite any rule; red team rt41a, task hpriv), and each mapping
+ * so changed is recorded as `claim_mapping_updated` ({issuer, reason: "source_removed", removed: the
  * rules}) on the source. Returns what was taken out, by issuer. The gateway configuration's own
  * rules (configured_claim_grants) are left alone: each gateway start records them again from its
  * configuration, and a source added again under a named id is checked against them
- * (refuseOnePartRolesOnSource, red team rt39 finding 4).
+ * (refuseOnePartRolesOnSource, red team rt39 finding 4). Throws the database's error (SQLSTATE
+ * 55000) when the source still exists.
  */
-export async function untieClaimRules(c: pg.ClientBase, sourceId: string, opts: { operator: string; force?: boolean; what: string }): Promise<ClaimRuleUntying[]> {
-  const r = await c.query<{ issuer: string; role_grants: ClaimRoleGrant[] }>(
-    `SELECT issuer, role_grants FROM claim_mappings
-      WHERE jsonb_typeof(role_grants) = 'array' AND EXISTS (SELECT 1 FROM jsonb_array_elements(role_grants) g WHERE g->>'source' = $1)
-      ORDER BY issuer FOR UPDATE`,
+export async function untieClaimRules(c: pg.ClientBase, sourceId: string, opts: { operator: string }): Promise<ClaimRuleUntying[]> {
+  const r = await c.query<{ issuer: string; removed: ClaimRoleGrant[] }>('SELECT issuer, removed FROM interlock_untie_removed_source_claim_rules($1)', [sourceId]);
+  const actor: ChangeActor = { operator: opts.operator };
+  for (const m of r.rows) {
+    await recordChange(c, actor, 'claim_mapping_updated', { issuer: m.issuer, reason: 'source_removed', removed: m.removed }, sourceId);
+  }
+  return r.rows.map((m) => ({ issuer: m.issuer, removed: m.removed }));
+}
+
+/**
+ * Refuses the removal of source `sourceId` without `force` while claim mapping rules (role_grants)
+ * name it: ConflictError (details: the issuers, by issuer; `what` names the source in the message).
+ * With `force`, or when no rule names it, returns nothing (untieClaimRules takes the rules out once
+ * the source is deleted). Reads only (the source family may not write claim_mappings).
+ */
+export async function checkClaimRulesNaming(c: pg.ClientBase, sourceId: string, opts: { force?: boolean; what: string }): Promise<void> {
+  if (opts.force) return;
+  const r = await c.query<{ issuer: string }>(
+    `SELECT issuer FROM claim_mappings
+      WHERE jsonb_typeof(role_grants) = 'array' AND EXISTS (SELECT 1 FROM jsonb_array_elements(role_grants) g WHERE g->'source' = to_jsonb($1::text))
+      ORDER BY issuer`,
     [sourceId],
   );
-  if (r.rows.length === 0) return [];
-  if (!opts.force) {
-    throw new ConflictError(
-      `${opts.what} is named by the claim mapping rules (role_grants) of ${r.rows.length} issuer(s): ${r.rows.map((m) => m.issuer).join(', ')}; change them first, or force the removal (the rules naming it are then taken out of those mappings)`,
-      r.rows.map((m) => m.issuer),
-    );
-  }
-  const actor: ChangeActor = { operator: opts.operator };
-  const out: ClaimRuleUntying[] = [];
-  for (const m of r.rows) {
-    const removed = m.role_grants.filter((g) => g?.source === sourceId);
-    const kept = m.role_grants.filter((g) => g?.source !== sourceId);
-    await c.query('UPDATE claim_mappings SET role_grants = $2::jsonb, updated_at = now() WHERE issuer = $1', [m.issuer, JSON.stringify(kept)]);
-    await recordChange(c, actor, 'claim_mapping_updated', { issuer: m.issuer, reason: 'source_removed', removed }, sourceId);
-    out.push({ issuer: m.issuer, removed });
-  }
-  return out;
+  if (r.rows.length === 0) return;
+  throw new ConflictError(
+    `${opts.what} is named by the claim mapping rules (role_grants) of ${r.rows.length} issuer(s): ${r.rows.map((m) => m.issuer).join(', ')}; change them first, or force the removal (the rules naming it are then taken out of those mappings)`,
+    r.rows.map((m) => m.issuer),
+  );
 }
 
 /**

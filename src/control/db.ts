@@ -579,7 +579,9 @@ const OPERATOR_ROLE_NONE = ['audit_events', 'audit_batches', 'audit_archives', '
  * included: the gateway records its configuration's claim rules through this role); EXECUTE of
  * OPERATOR_ROLE_FUNCTIONS: interlock_audit_append_v2 to record each change's config event, and
  * interlock_reject_removed_source_approvals to reject a removed source's pending approvals with their
- * approval events (no UPDATE of approvals: an earlier grant of it is revoked). Nothing on the trail beyond appending through that function (no
+ * approval events (no UPDATE of approvals: an earlier grant of it is revoked), and
+ * interlock_untie_removed_source_claim_rules to take a removed source's claim mapping rules out (the
+ * source family; UPDATE of claim_mappings is apply's, red team rt41a / task hpriv). Nothing on the trail beyond appending through that function (no
  * INSERT, UPDATE, DELETE or TRUNCATE of audit tables, not even SELECT; no audit_chain_lock or audit_config_chain_lock), nothing on
  * operator tokens, console sessions, settings (the key pepper), rate limits or webhook deliveries,
  * no sequences, no DDL. Throws ControlError not_found when the role does not exist, conflict when it
@@ -603,7 +605,7 @@ export async function grantOperatorRole(db: ControlDb, role: string): Promise<vo
       await c.query(`GRANT SELECT ON ${table} TO ${r}`);
       if (writes) await c.query(`GRANT ${writes} ON ${table} TO ${r}`);
     }
-    // interlock_audit_append_v2 (config events) and interlock_reject_removed_source_approvals.
+    // interlock_audit_append_v2 (config events), interlock_reject_removed_source_approvals and interlock_untie_removed_source_claim_rules.
     for (const fn of OPERATOR_ROLE_FUNCTIONS) await c.query(`GRANT EXECUTE ON FUNCTION ${fn} TO ${r}`);
   });
 }

@@ -30,8 +30,10 @@ export const GOVERNANCE_WRITE_PRIVILEGES: Readonly<Record<Exclude<GovernanceFami
   // Removal deletes the source's grants and catalog and rejects its pending approvals (through the
   // function, which records each rejection: no UPDATE of approvals, red team rtop finding 4); with
   // --force it also unties the policies naming the source (trial nu40) and takes the claim mapping
-  // rules naming it out of their mappings (task hlow).
-  source: [['sources', 'INSERT'], ['sources', 'UPDATE'], ['sources', 'DELETE'], ['grants', 'DELETE'], ['catalog_snapshots', 'DELETE'], ['interlock_reject_removed_source_approvals(text,text)', 'EXECUTE'], ['policies', 'UPDATE'], ['policies', 'DELETE'], ['claim_mappings', 'UPDATE']],
+  // rules naming it out of their mappings (task hlow), only through the function that takes out the
+  // rules naming the removed source: no UPDATE of claim_mappings, which would let the family rewrite
+  // any claim rule (red team rt41a, task hpriv, migration 20261213190000000).
+  source: [['sources', 'INSERT'], ['sources', 'UPDATE'], ['sources', 'DELETE'], ['grants', 'DELETE'], ['catalog_snapshots', 'DELETE'], ['interlock_reject_removed_source_approvals(text,text)', 'EXECUTE'], ['policies', 'UPDATE'], ['policies', 'DELETE'], ['interlock_untie_removed_source_claim_rules(text)', 'EXECUTE']],
   // Removal (role remove --force) revokes the role's grants and unties the policies naming it (trial nu40).
   role: [['roles', 'INSERT'], ['roles', 'UPDATE'], ['roles', 'DELETE'], ['grants', 'DELETE'], ['policies', 'UPDATE'], ['policies', 'DELETE']],
   grant: [['grants', 'INSERT'], ['grants', 'UPDATE', ['granted_by']], ['grants', 'DELETE']],

@@ -14,7 +14,7 @@ import { iso } from './ids';
 import { connectPinned, type PinnedClient } from '../sources/postgres/pinned-client';
 import { refuseOnePartRolesOnSource } from './catalog-names';
 import { untiePolicies } from './policies';
-import { untieClaimRules } from './claim-mappings';
+import { checkClaimRulesNaming, untieClaimRules } from './claim-mappings';
 import { pinnedStartupOptions } from '../sources/postgres/session-settings';
 
 export type { DocumentsSourceSettings, PostgresSourceSettings, SourceDefinition } from '../../generated/source-v1';
@@ -390,11 +390,13 @@ export async function removeSourceIn(c: pg.ClientBase, id: string, opts: { opera
     throw new ConflictError(`source "${id}" has ${pending.rows.length} pending approval(s): approve or reject them first, or force the removal (they are then rejected)`, pending.rows.map((a) => a.id));
   }
   const { removed: policiesRemoved, detached: policiesDetached } = await untiePolicies(c, 'sources', id, { operator: opts.operator, force: opts.force, what: `source "${id}"`, sourceId: id });
-  const claimRules = await untieClaimRules(c, id, { operator: opts.operator, force: opts.force, what: `source "${id}"` });
-  const claimRulesUntied = claimRules.map((u) => u.issuer);
+  await checkClaimRulesNaming(c, id, { force: opts.force, what: `source "${id}"` });
   const grants = await c.query('DELETE FROM grants WHERE source_id = $1', [id]);
   await c.query('DELETE FROM catalog_snapshots WHERE source_id = $1', [id]);
   await c.query('DELETE FROM sources WHERE id = $1', [id]);
+  // The source gone, the claim mapping rules naming it are taken out through the owner's function
+  // (migration 20261213190000000: no UPDATE of claim_mappings for the source family; task hpriv).
+  const claimRulesUntied = (await untieClaimRules(c, id, { operator: opts.operator })).map((u) => u.issuer);
   // The source gone, its pending approvals are rejected in the operator's name with one approval
   // event each (reason source_removed), in one statement (migration 20261208290000000).
   const rejected = await c.query<{ ids: string[] }>('SELECT interlock_reject_removed_source_approvals($1, $2) AS ids', [id, opts.operator]);

@@ -9,7 +9,7 @@ import type { ControlDb } from '../control/db';
 import * as sources from '../control/sources';
 import { grantsForIdentity } from '../control/grants';
 import { activePolicies } from '../control/policies';
-import { loadCatalog } from '../control/catalog';
+import { loadCatalogVersion, type VersionedCatalog } from '../control/catalog';
 import { queueApproval, type PendingCaps } from '../control/approvals';
 import type { SourceCatalog } from '../sql/catalog-types';
 import type { ToolCallAuditEvent } from '../audit/types';
@@ -45,6 +45,12 @@ export class DbGovernanceStore implements GovernanceStore {
   private policiesCache: Timed<Policy[]> | null = null;
   private readonly grantsCache = new Map<string, Timed<RoleGrant[]>>();
   private readonly catalogCache = new Map<string, Timed<SourceCatalog | null>>();
+  /**
+   * The last snapshot loaded per source with its row version, kept past the cache's lifetime and
+   * invalidations: a reload of an unchanged snapshot answers this same catalogue object (task hpriv
+   * item 2), so the per-catalogue caches (view lineage, prepared catalogue, describe) stay warm.
+   */
+  private readonly lastCatalog = new Map<string, VersionedCatalog>();
   /**
    * Invalidations so far, per cache (red team rt40): a load stores its answer only when none of its
    * kind happened while it ran, so an answer read before a change cannot outlive that change's
@@ -145,8 +151,13 @@ export class DbGovernanceStore implements GovernanceStore {
 
   private async fetchCatalog(sourceId: string): Promise<SourceCatalog | null> {
     const gen = this.generation.catalog;
-    const value = await loadCatalog(this.db, sourceId);
-    if (gen === this.generation.catalog) this.catalogCache.set(sourceId, { value, until: Date.now() + Math.max(this.ttlMs, 30_000) });
+    const stored = await loadCatalogVersion(this.db, sourceId, this.lastCatalog.get(sourceId));
+    const value = stored?.catalog ?? null;
+    if (gen === this.generation.catalog) {
+      if (stored) this.lastCatalog.set(sourceId, stored);
+      else this.lastCatalog.delete(sourceId);
+      this.catalogCache.set(sourceId, { value, until: Date.now() + Math.max(this.ttlMs, 30_000) });
+    }
     return value;
   }
 

@@ -7,12 +7,18 @@
  * Each test is one attack; its comment says whether it is a finding (severity; test.failing while
  * open) or an attack the change withstands.
  */
-import { startAttackEnv, query, callTool, statementsAgent, lockWaitSeen, type AttackEnv } from './harness';
-import { freshControlDb, type TestControlDb } from '../control/control-db';
+import { startAttackEnv, query, callTool, statementsAgent, lockWaitSeen, asRole, type AttackEnv } from './harness';
+import { createGrantedLoginRole, dropLoginRole, freshControlDb, withRuntimeRole, type TestControlDb } from '../control/control-db';
 import { removeSourceIn } from '../../../src/control/sources';
 import { upsertRole } from '../../../src/control/roles';
 import { applyInterlockFile } from '../../../src/declarative/apply';
-import { GOVERNANCE_WRITE_PRIVILEGES } from '../../../src/control/governance-privileges';
+import { CONFIG_EVENT_FUNCTION, GOVERNANCE_WRITE_PRIVILEGES, operatorRoleWrites, privilegesOf } from '../../../src/control/governance-privileges';
+import { checkGovernancePrivileges } from '../../../src/admin/governance-db';
+import { migrationNames, MIGRATIONS_DIR, MIGRATIONS_TABLE, openControlDb, runMigrations, type ControlDb } from '../../../src/control/db';
+import pg from 'pg';
+import { randomBytes } from 'node:crypto';
+import { runner } from 'node-pg-migrate';
+import { ADMIN_URL, createTempDatabase } from '../../helpers/pg';
 import { scanSource } from '../../../src/control/scan';
 import { DENIED_MESSAGE_NO_STAR, DENIED_MESSAGE, namedDenyMessage } from '../../../src/pipeline/03-authorize';
 import { SourceBreaker } from '../../../src/sources/postgres/breaker';
@@ -349,16 +355,132 @@ describe('hlow item 4: a source removal racing an apply that adds a claim rule n
 });
 
 describe('hlow item 4: the privileges the source family gained', () => {
-  // Finding (low, open; hostile operator; new with hlow 0b30017): to untie claim rules on a forced
-  // removal, the `source` governance family gained UPDATE on claim_mappings, the whole row. A
-  // database role granted the source family only (checkGovernancePrivileges decides writes per
-  // family, so such a role is a supported least-privilege setup) can therefore rewrite any claim
-  // mapping's role_grants, e.g. add a rule giving an IdP group any role on any source: a write of
-  // the claim-mapping family (apply's), not a source's. Safe: the untying done by a SECURITY DEFINER
-  // function that only takes out the rules naming the removed source (EXECUTE for the source family),
-  // as interlock_reject_removed_source_approvals does for approvals (red team rtop finding 4). Open:
-  // needs a migration (20261213 17) and the function's own tests, more than fits this session.
-  test.failing('finding (low, open): the source family may rewrite any claim mapping rule', () => {
+  // Finding (low, fixed by task hpriv, migration 20261213190000000; hostile operator; new with hlow
+  // 0b30017): to untie claim rules on a forced removal, the `source` governance family gained UPDATE
+  // on claim_mappings, the whole row. A database role granted the source family only
+  // (checkGovernancePrivileges decides writes per family, so such a role is a supported
+  // least-privilege setup) could therefore rewrite any claim mapping's role_grants, e.g. add a rule
+  // giving an IdP group any role on any source: a write of the claim-mapping family (apply's), not a
+  // source's. Now the untying is done by the SECURITY DEFINER function
+  // interlock_untie_removed_source_claim_rules, which only takes out the rules naming a source already
+  // removed (EXECUTE for the source family), as interlock_reject_removed_source_approvals does for
+  // approvals (red team rtop finding 4).
+  test('finding (low, fixed): the source family may not rewrite any claim mapping rule', () => {
     expect(GOVERNANCE_WRITE_PRIVILEGES.source.filter((p) => p[0] === 'claim_mappings')).toEqual([]);
+  });
+
+  describe('a role given the source family only', () => {
+    let t: TestControlDb;
+    let role: { role: string; url: string };
+    const IDP = 'https://idp.hpriv.example';
+    const OTHER = 'https://other.hpriv.example';
+    const rule = (value: string, source: string) => ({ claim: 'groups', value, role: 'r', source });
+    /** Grants `name` what the source family's writes need (privilegesOf('source')), reading the tables source removal reads. */
+    async function grantSourceFamily(db: ControlDb, name: string): Promise<void> {
+      const r = `"${name}"`;
+      await db.pool.query(`GRANT CONNECT ON DATABASE "${t.temp.name}" TO ${r}; GRANT USAGE ON SCHEMA public TO ${r}`);
+      for (const [table, writes] of Object.entries(operatorRoleWrites(privilegesOf('source'), ['approvals', 'claim_mappings', 'interlock_migrations']))) {
+        await db.pool.query(`GRANT SELECT ON ${table} TO ${r}`);
+        if (writes) await db.pool.query(`GRANT ${writes} ON ${table} TO ${r}`);
+      }
+      // interlock_audit_append_v2 appends config events only for a session role that may INSERT into grants (migration 20261208220000000).
+      await db.pool.query(`GRANT INSERT ON grants TO ${r}`);
+      for (const fn of [CONFIG_EVENT_FUNCTION, ...privilegesOf('source').filter((p) => p[1] === 'EXECUTE').map((p) => p[0])]) await db.pool.query(`GRANT EXECUTE ON FUNCTION ${fn} TO ${r}`);
+    }
+    beforeAll(async () => {
+      t = await freshControlDb('rt41a_priv');
+      for (const id of ['s1', 's2']) await t.db.pool.query(`INSERT INTO sources (id, type, name, description, enabled, settings) VALUES ($1, 'postgres', $1, '', true, '{}')`, [id]);
+      await upsertRole(t.db, { name: 'r', statements: [{ effect: 'allow', action: 'read', resource: 'public.*' }] }, {}, { allowUnknownNames: true });
+      await t.db.pool.query('INSERT INTO claim_mappings (issuer, identity_claim, role_grants) VALUES ($1, $2, $3), ($4, NULL, $5)', [
+        IDP, 'email', JSON.stringify([rule('a', 's1'), rule('b', 's2'), rule('c', 's1')]),
+        OTHER, JSON.stringify([rule('d', 's2')]),
+      ]);
+      role = await createGrantedLoginRole(t, 'il_hpriv', grantSourceFamily);
+    });
+    afterAll(async () => {
+      if (role) await dropLoginRole(t, role.role);
+      await t?.cleanup();
+    });
+
+    test('it may make source writes (checked per family), not claim mapping writes', async () => {
+      const db = await openControlDb(role.url, { migrate: false, pepperOnlyIfReadable: true });
+      try {
+        const families = await checkGovernancePrivileges(db);
+        expect({ source: families.has('source'), apply: families.has('apply') }).toEqual({ source: true, apply: false });
+      } finally {
+        await db.close();
+      }
+      const code = await asRole(role.url, (c) =>
+        c.query(`UPDATE claim_mappings SET role_grants = '[{"claim":"groups","value":"evil","role":"r","source":"s2"}]'::jsonb WHERE issuer = $1`, [OTHER]).then(
+          () => 'ok',
+          (e: { code?: string }) => e.code,
+        ),
+      );
+      expect(code).toBe('42501');
+      expect((await t.db.pool.query('SELECT role_grants FROM claim_mappings WHERE issuer = $1', [OTHER])).rows).toEqual([{ role_grants: [rule('d', 's2')] }]);
+    });
+
+    test('the untying function refuses a source that still exists, and callers without EXECUTE', async () => {
+      const call = (c: pg.Client) => c.query("SELECT * FROM interlock_untie_removed_source_claim_rules('s1')").then(() => 'ok', (e: { code?: string }) => e.code);
+      expect(await asRole(role.url, call)).toBe('55000');
+      expect(await withRuntimeRole(t, (url) => asRole(url, call))).toBe('42501');
+      expect((await t.db.pool.query('SELECT issuer, role_grants FROM claim_mappings ORDER BY issuer')).rows).toEqual([
+        { issuer: IDP, role_grants: [rule('a', 's1'), rule('b', 's2'), rule('c', 's1')] },
+        { issuer: OTHER, role_grants: [rule('d', 's2')] },
+      ]);
+    });
+
+    test('the migration takes UPDATE of claim_mappings from a role that held it for the source family only, and gives EXECUTE of the function to both', async () => {
+      const temp = await createTempDatabase('hpriv_mig');
+      const target = '20261213190000000_untie-claim-rules-function_hpriv';
+      const [famOnly, applier] = ['il_hpf', 'il_hpa'].map((p) => `${p}_${randomBytes(4).toString('hex')}`);
+      const admin = new pg.Client({ connectionString: ADMIN_URL });
+      await admin.connect();
+      const c = new pg.Client({ connectionString: temp.url });
+      await c.connect();
+      try {
+        const quiet = { debug: () => undefined, info: () => undefined, warn: () => undefined, error: () => undefined };
+        await runner({ dbClient: c, dir: MIGRATIONS_DIR, migrationsTable: MIGRATIONS_TABLE, direction: 'up', count: migrationNames().indexOf(target), singleTransaction: true, logger: quiet });
+        for (const r of [famOnly, applier]) await admin.query(`CREATE ROLE ${r}`);
+        await c.query(`GRANT SELECT, UPDATE ON claim_mappings TO ${famOnly}; GRANT SELECT, INSERT, UPDATE, DELETE ON claim_mappings TO ${applier}`);
+        expect(await runMigrations(temp.url)).toEqual(migrationNames().slice(migrationNames().indexOf(target)));
+        const may = await c.query(
+          `SELECT r, has_any_column_privilege(r, 'claim_mappings', 'UPDATE') AS u, has_table_privilege(r, 'claim_mappings', 'SELECT') AS s,
+                  has_function_privilege(r, 'interlock_untie_removed_source_claim_rules(text)', 'EXECUTE') AS x
+             FROM unnest($1::text[]) AS r ORDER BY array_position($1::text[], r)`,
+          [[famOnly, applier]],
+        );
+        expect(may.rows).toEqual([
+          { r: famOnly, u: false, s: true, x: true },
+          { r: applier, u: true, s: true, x: true },
+        ]);
+        expect((await c.query("SELECT has_function_privilege('public', 'interlock_untie_removed_source_claim_rules(text)', 'EXECUTE') AS p")).rows).toEqual([{ p: false }]);
+      } finally {
+        await c.query('REVOKE ALL ON ALL TABLES IN SCHEMA public FROM ' + [famOnly, applier].join(', ')).catch(() => undefined);
+        await c.query('REVOKE ALL ON ALL FUNCTIONS IN SCHEMA public FROM ' + [famOnly, applier].join(', ')).catch(() => undefined);
+        await c.end();
+        await temp.drop();
+        for (const r of [famOnly, applier]) await admin.query(`DROP ROLE IF EXISTS ${r}`);
+        await admin.end();
+      }
+    });
+
+    test('a forced removal through it takes out exactly the rules naming the source, each mapping audited', async () => {
+      const removal = await asRole(role.url, async (c) => {
+        await c.query('BEGIN');
+        const out = await removeSourceIn(c, 's1', { operator: 'ops-hpriv', force: true });
+        await c.query('COMMIT');
+        return out;
+      });
+      expect(removal.claimRulesUntied).toEqual([IDP]);
+      expect((await t.db.pool.query('SELECT issuer, identity_claim, role_grants FROM claim_mappings ORDER BY issuer')).rows).toEqual([
+        { issuer: IDP, identity_claim: 'email', role_grants: [rule('b', 's2')] },
+        { issuer: OTHER, identity_claim: null, role_grants: [rule('d', 's2')] },
+      ]);
+      const events = await t.db.pool.query("SELECT decision, operator, source_id, details - 'digest' AS details FROM audit_events WHERE kind = 'config' AND decision = 'claim_mapping_updated' ORDER BY id");
+      expect(events.rows).toEqual([
+        { decision: 'claim_mapping_updated', operator: 'ops-hpriv', source_id: 's1', details: { issuer: IDP, reason: 'source_removed', removed: [rule('a', 's1'), rule('c', 's1')] } },
+      ]);
+    });
   });
 });

@@ -22,7 +22,7 @@ test('the operator role is granted exactly what the families need (the list befo
     approvals: '',
     interlock_migrations: '',
   });
-  expect(OPERATOR_ROLE_FUNCTIONS).toEqual(['interlock_audit_append_v2(text)', 'interlock_reject_removed_source_approvals(text,text)']);
+  expect(OPERATOR_ROLE_FUNCTIONS).toEqual(['interlock_audit_append_v2(text)', 'interlock_reject_removed_source_approvals(text,text)', 'interlock_untie_removed_source_claim_rules(text)']);
 });
 
 test('every privilege a family is checked for is granted, column by column', () => {
