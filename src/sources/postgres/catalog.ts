@@ -287,6 +287,8 @@ SELECT
                     JOIN pg_catalog.pg_type ty ON ty.oid = dp.refobjid
                     JOIN pg_catalog.pg_namespace tn ON tn.oid = ty.typnamespace
                     JOIN unsafe_types ut ON ut.s = tn.nspname AND ut.n = ty.typname
+                    WHERE dp.classid = 'pg_catalog.pg_proc'::regclass AND dp.objid = p.oid AND dp.refclassid = 'pg_catalog.pg_type'::regclass),
+              't', (SELECT coalesce(json_agg(DISTINCT dp.refobjid::int8), '[]'::json) FROM pg_catalog.pg_depend dp
                     WHERE dp.classid = 'pg_catalog.pg_proc'::regclass AND dp.objid = p.oid AND dp.refclassid = 'pg_catalog.pg_type'::regclass)) END)
             ORDER BY n.nspname, p.proname, p.oid), '[]'::json)
      FROM pg_catalog.pg_proc p
@@ -301,6 +303,45 @@ SELECT
      LEFT JOIN pg_catalog.pg_namespace fn ON fn.oid = f.pronamespace
      WHERE n.nspname NOT IN ('pg_catalog', 'information_schema') AND n.nspname NOT LIKE 'pg\\_temp\\_%') AS operator_code
   ,current_user::text AS reader_role
+  -- User code attached to types (task hcast; src/sql/type-code.ts): the user functions of casts
+  -- WITH FUNCTION (castmethod 'f') from or to a type and the support functions (pg_amproc) of its
+  -- btree and hash operator classes (a cast between a user type and a built-in one is attached to the
+  -- user type only: it runs where that type is involved); then every type built on one (domains, arrays, ranges,
+  -- multiranges, stand-alone composites with a field of it), recursively. A user cast between two
+  -- pg_catalog types is marked 'always' (it may run in any statement).
+  ,(WITH RECURSIVE att(t, fs, fn, al) AS (
+      SELECT x.t, fn.nspname, f.proname, (sn.nspname = 'pg_catalog' AND tn.nspname = 'pg_catalog')
+      FROM pg_catalog.pg_cast k
+      JOIN pg_catalog.pg_proc f ON f.oid = k.castfunc
+      JOIN pg_catalog.pg_namespace fn ON fn.oid = f.pronamespace
+      JOIN pg_catalog.pg_type st ON st.oid = k.castsource JOIN pg_catalog.pg_namespace sn ON sn.oid = st.typnamespace
+      JOIN pg_catalog.pg_type tt ON tt.oid = k.casttarget JOIN pg_catalog.pg_namespace tn ON tn.oid = tt.typnamespace
+      CROSS JOIN LATERAL (VALUES (k.castsource, sn.nspname), (k.casttarget, tn.nspname)) AS x(t, s)
+      WHERE k.castmethod = 'f' AND fn.nspname NOT IN ('pg_catalog', 'information_schema')
+        -- A cast between a user type and a built-in one runs only where the user type is involved.
+        AND (x.s <> 'pg_catalog' OR (sn.nspname = 'pg_catalog' AND tn.nspname = 'pg_catalog'))
+      UNION
+      SELECT oc.opcintype, fn.nspname, f.proname, false
+      FROM pg_catalog.pg_opclass oc
+      JOIN pg_catalog.pg_am am ON am.oid = oc.opcmethod AND am.amname IN ('btree', 'hash')
+      JOIN pg_catalog.pg_amproc ap ON ap.amprocfamily = oc.opcfamily
+      JOIN pg_catalog.pg_proc f ON f.oid = ap.amproc
+      JOIN pg_catalog.pg_namespace fn ON fn.oid = f.pronamespace
+      WHERE fn.nspname NOT IN ('pg_catalog', 'information_schema')
+    ), cl(t, fs, fn, al) AS (
+      SELECT t, fs, fn, al FROM att
+      UNION
+      SELECT x.o, cl.fs, cl.fn, false FROM cl CROSS JOIN LATERAL (
+        SELECT d.oid FROM pg_catalog.pg_type d WHERE d.typbasetype = cl.t OR (d.typelem = cl.t AND d.typcategory = 'A')
+        UNION ALL SELECT r.rngtypid FROM pg_catalog.pg_range r WHERE r.rngsubtype = cl.t
+        UNION ALL SELECT r.rngmultitypid FROM pg_catalog.pg_range r WHERE r.rngsubtype = cl.t
+        UNION ALL SELECT c.reltype FROM pg_catalog.pg_attribute a JOIN pg_catalog.pg_class c ON c.oid = a.attrelid
+          WHERE a.atttypid = cl.t AND c.relkind = 'c' AND a.attnum > 0 AND NOT a.attisdropped) AS x(o)
+    )
+    SELECT coalesce(json_agg(json_build_array(cl.t::int8, n.nspname, ty.typname, cl.fs, cl.fn, cl.al) ORDER BY cl.t, cl.fs, cl.fn), '[]'::json)
+    FROM (SELECT t, fs, fn, bool_or(al) AS al FROM cl GROUP BY t, fs, fn) cl
+    JOIN pg_catalog.pg_type ty ON ty.oid = cl.t
+    JOIN pg_catalog.pg_namespace n ON n.oid = ty.typnamespace) AS type_code
   -- ---- end of operator resolution ----
   -- The catalogued columns' types and every type they are built on (domain bases, array elements),
   -- with enum labels and range subtypes (issue 23: describe_source names each column's type).
@@ -331,8 +372,9 @@ interface ScanRow {
   implicit_casts: OperatorResolution['implicitCasts'];
   /** [oid, typtype, typcategory, typbasetype, typelem, format_type, enum labels | null, range subtype | null]. */
   column_types: Array<[number, string, string, number, number, string, string[] | null, string | null]>;
-  routines: Array<[string, string, string, boolean, string[] | null, string, string | null, { r: Array<[string, string, string]>; f: Array<[string, string]>; u: boolean } | null]>;
+  routines: Array<[string, string, string, boolean, string[] | null, string, string | null, { r: Array<[string, string, string]>; f: Array<[string, string]>; u: boolean; t?: number[] } | null]>;
   operator_code: NonNullable<SourceCatalog['operatorCode']>;
+  type_code: NonNullable<SourceCatalog['typeCode']>;
   reader_role: string;
 }
 
@@ -368,6 +410,7 @@ function routineOf([schema, name, language, secdef, config, owner, source, deps]
       relations: deps.r.filter(([, , k]) => k !== 'c').map(([s, n]) => ({ schema: s, name: n })),
       functions: deps.f.map(([s, n]) => ({ schema: s, name: n })),
       unsafeTypes: deps.u === true,
+      ...(Array.isArray(deps.t) ? { types: deps.t.map(Number) } : {}),
     };
   }
   if (typeof source === 'string') r.source = source;
@@ -475,6 +518,7 @@ export async function scanCatalog(
     })),
     routines: row.routines.map(routineOf),
     operatorCode: row.operator_code,
+    typeCode: row.type_code.map(([oid, s, n, fs, fn, al]) => [Number(oid), s, n, fs, fn, al === true]),
     readerRole: row.reader_role,
     scannedAt: new Date().toISOString(),
     truncated,

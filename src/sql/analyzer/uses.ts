@@ -7,6 +7,7 @@
  * family files call `addFilter`, `consume`, `calc`, `written` and `use`, never the maps directly.
  */
 import { functionReads } from '../function-reads';
+import { alwaysCode, codeOfColumns } from '../type-code';
 import { type ColumnRef, derive, isPlaceholder, type Lin, LIN_NONE } from '../lineage';
 import { type PreparedRelation, relKey } from '../prepared-catalog';
 import { collectViewSources } from '../views';
@@ -150,4 +151,16 @@ export function functionRead(st: WalkState, schema: string, name: string, operat
     ...(r.opaque !== null ? { opaque: r.opaque } : {}),
     ...(r.securityDefiner ? { securityDefiner: true as const } : {}),
   });
+}
+
+/**
+ * User code attached to the types the statement's columns hold (task hcast, src/sql/type-code.ts):
+ * the casts and btree/hash operator-class support functions of the type of every column read or
+ * written, and every user cast between two built-in types, run as calls (`functionRead`). Called
+ * once the walk is done (`st.reads` and `st.writes` are complete).
+ */
+export function typeCodeRuns(st: WalkState): void {
+  for (const f of alwaysCode(st.cat)) functionRead(st, f.schema, f.name);
+  for (const { rel, cols } of st.reads.values()) for (const f of codeOfColumns(st.cat, rel.schema, rel.name, cols)) functionRead(st, f.schema, f.name);
+  for (const w of st.writes) for (const f of codeOfColumns(st.cat, w.schema, w.table, w.columns)) functionRead(st, f.schema, f.name);
 }
