@@ -80,8 +80,7 @@
  */
 import { createHash } from 'node:crypto';
 import type { SourceCatalog } from './catalog-types';
-import { analyzeStatement, createWalkState, Refusal, statementName, WORK_BUDGET, workUsed } from './analyzer';
-import { typeCodeRuns } from './analyzer/uses';
+import { analyzeStatement, createWalkState, Refusal, statementName, typeCodeRuns, WORK_BUDGET, workUsed } from './analyzer';
 import { complexityRefusal, DEFAULT_COMPLEXITY_LIMITS, measureComplexity, type ComplexityLimits } from './complexity';
 import { isAnyColumn, isPlaceholder } from './lineage';
 import { PreparedCatalog, prepareCatalog } from './prepared-catalog';
