@@ -95,6 +95,11 @@ export function codeOfColumns(cat: PreparedCatalog, schema: string, name: string
   return out;
 }
 
+/** True when the catalogue records any user code attached to a type. */
+export function hasTypeCode(cat: PreparedCatalog): boolean {
+  return index(cat) !== null;
+}
+
 /** User casts between two built-in types (superuser-made): they may run in any statement. */
 export function alwaysCode(cat: PreparedCatalog): readonly RelationName[] {
   return index(cat)?.always ?? [];

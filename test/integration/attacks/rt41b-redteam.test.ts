@@ -147,6 +147,7 @@ describe('user functions', () => {
       INSERT INTO pure_things VALUES (1, 'q'), (2, 'p');
       CREATE TABLE things (id int, v tag2);
       INSERT INTO things VALUES (1, 'a'), (2, 'b');
+      CREATE VIEW things_sorted AS SELECT id FROM things ORDER BY v;
       GRANT SELECT ON ALL TABLES IN SCHEMA public TO ${admin.escapeIdentifier(env.demo.readerRole)};`);
     await governAsHrAnalyst(env, 'hr');
   }, 120_000);
@@ -190,9 +191,11 @@ describe('user functions', () => {
 
   test("F7 (medium): a user type's default btree operator class's comparison function (reading the denied column) counts on ORDER BY, DISTINCT, GROUP BY", async () => {
     // Served before hcast: [{v:'b'},{v:'a'}], the order telling whether staff 1's SSN starts with 1.
-    for (const sql of ['SELECT v FROM things ORDER BY v', 'SELECT DISTINCT v FROM things', 'SELECT v FROM things GROUP BY v']) {
+    for (const sql of ['SELECT v FROM things ORDER BY v', 'SELECT DISTINCT v FROM things', 'SELECT v FROM things GROUP BY v', 'SELECT id FROM things ORDER BY v']) {
       expect(await outcome(sql)).toMatchObject({ code: 'source_role_denied' });
     }
+    // A view that sorts by the column without returning it: the sort runs inside the view.
+    expect(await outcome('SELECT id FROM things_sorted')).toMatchObject({ code: 'source_role_denied' });
   });
 
   test('hcast: a user type whose attached cast and operator-class functions are pure stays usable', async () => {
