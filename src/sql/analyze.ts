@@ -80,7 +80,7 @@
  */
 import { createHash } from 'node:crypto';
 import type { SourceCatalog } from './catalog-types';
-import { analyzeStatement, createWalkState, Refusal, statementName, WORK_BUDGET, workUsed } from './analyzer';
+import { analyzeStatement, createWalkState, Refusal, statementName, typeCodeRuns, WORK_BUDGET, workUsed } from './analyzer';
 import { complexityRefusal, DEFAULT_COMPLEXITY_LIMITS, measureComplexity, type ComplexityLimits } from './complexity';
 import { isAnyColumn, isPlaceholder } from './lineage';
 import { PreparedCatalog, prepareCatalog } from './prepared-catalog';
@@ -202,6 +202,7 @@ export function analyzeSql(sql: string, catalog: SourceCatalog | PreparedCatalog
   let outs;
   try {
     outs = analyzeStatement(a, type, stmt[type] as Record<string, unknown>);
+    typeCodeRuns(a);
   } catch (err) {
     if (err instanceof Refusal) {
       opts?.onWork?.(workUsed(a));

@@ -181,7 +181,13 @@ export interface CatalogRoutine {
   config: string[] | null;
   owner: string;
   source?: string;
-  depends?: { relations: RelationName[]; functions: RelationName[]; unsafeTypes: boolean };
+  depends?: {
+    relations: RelationName[];
+    functions: RelationName[];
+    unsafeTypes: boolean;
+    /** The `pg_type` oids it depends on (parameter, result and body types; task hcast: their attached code counts). Absent in older snapshots. */
+    types?: number[];
+  };
 }
 
 /** An operator name in one schema; `volatility` is the most volatile of the implementing functions. */
@@ -222,6 +228,15 @@ export interface SourceCatalog {
    * older snapshots: a user operator's reads are then unknown (opaque).
    */
   operatorCode?: Array<[string, string, number, number, string | null, string | null]>;
+  /**
+   * User code attached to types (task hcast; src/sql/type-code.ts): `[type oid, type schema, type
+   * name, function schema, function name, always]`, one row per type and user function run by a
+   * cast WITH FUNCTION from or to the type, or as a support function of its btree or hash operator
+   * class, repeated for every type built on it (domain, array, range, multirange, composite field).
+   * `always` marks a user cast between two `pg_catalog` types (it may run in any statement). Absent
+   * in older snapshots and hand-built catalogues: no attached code is known.
+   */
+  typeCode?: Array<[number, string, string, string, string, boolean]>;
   /** The scanning (reader) role's name: what `$user` means in a pinned search_path outside SECURITY DEFINER. */
   readerRole?: string;
   /**

@@ -36,6 +36,7 @@ import { BUILTIN_SCHEMAS, builtinFunctionRefusal } from './builtin-functions/cla
 import { deniedFunctionReason } from './function-policy';
 import { parseSql } from './parser';
 import { type PreparedCatalog, relKey } from './prepared-catalog';
+import { codeOfColumns, codeOfType, codeOfTypeName } from './type-code';
 import { viewLineage } from './view-lineage';
 
 /** What a call of one function name may read. */
@@ -157,6 +158,9 @@ function computeDirect(cat: PreparedCatalog, k: string, d: Direct): void {
       return;
     }
     if (r.depends.unsafeTypes) return void (d.opaque = 'uses a type whose input runs user code');
+    // User code attached to its parameter, result and body types: casts and operator classes (task hcast).
+    if (cat.source.typeCode && !r.depends.types) return void (d.opaque = 'has no recorded type facts (the source was scanned before InterLock analysed code attached to types; rescan it)');
+    for (const oid of r.depends.types ?? []) if (!addCalls(cat, d, codeOfType(cat, oid))) return;
     for (const rel of r.depends.relations) if (!addRelation(cat, d, rel.schema, rel.name)) return;
     for (const f of r.depends.functions) if (!addCall(cat, d, f.schema, f.name)) return;
     if (typeof r.source === 'string' && !stringBody(cat, r, d)) return;
@@ -189,6 +193,7 @@ function addRelation(cat: PreparedCatalog, d: Direct, schema: string, name: stri
   const rel = cat.relations.get(relKey(schema, name));
   if (!rel) return !(d.opaque = 'reads a relation that is not in the source catalogue');
   d.relations.set(relKey(schema, name), { schema, name });
+  if (!addCalls(cat, d, codeOfColumns(cat, schema, name))) return false;
   if (rel.kind !== 'view' && rel.kind !== 'materialized_view') return true;
   const lin = viewLineage(cat.source, schema, name);
   if (lin.unknown.length) return !(d.opaque = 'reads a view whose lineage is not recorded');
@@ -196,6 +201,7 @@ function addRelation(cat: PreparedCatalog, d: Direct, schema: string, name: stri
   for (const b of lin.bases) {
     if (BUILTIN_SCHEMAS.has(b.schema)) return !(d.opaque = `reads the system catalogue ${b.schema}.${b.name} through a view`);
     d.relations.set(relKey(b.schema, b.name), { schema: b.schema, name: b.name });
+    if (!addCalls(cat, d, codeOfColumns(cat, b.schema, b.name))) return false;
   }
   for (const code of lin.userCode) {
     const dot = code.indexOf('.');
@@ -205,6 +211,12 @@ function addRelation(cat: PreparedCatalog, d: Direct, schema: string, name: stri
     if (!(cat.functionsByName.get(n) ?? []).some((f) => f.schema === s)) return !(d.opaque = 'reads a view that runs user code other than functions');
     if (!addCall(cat, d, s, n)) return false;
   }
+  return true;
+}
+
+/** Adds the user functions attached to a type the body uses (task hcast, type-code.ts) as calls. */
+function addCalls(cat: PreparedCatalog, d: Direct, fns: readonly RelationName[]): boolean {
+  for (const f of fns) if (!addCall(cat, d, f.schema, f.name)) return false;
   return true;
 }
 
@@ -350,6 +362,7 @@ function stringBody(cat: PreparedCatalog, r: CatalogRoutine, d: Direct): boolean
     const tname = parts[parts.length - 1];
     const unsafe = cat.unsafeTypes.get(tname);
     if (unsafe && (parts.length === 1 || unsafe.includes(parts[0]))) return !(d.opaque = `casts to type ${tname}, whose input runs user code`);
+    if (!addCalls(cat, d, codeOfTypeName(cat, parts, anyPath))) return false;
   }
   return true;
 }

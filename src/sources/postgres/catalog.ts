@@ -287,6 +287,8 @@ SELECT
                     JOIN pg_catalog.pg_type ty ON ty.oid = dp.refobjid
                     JOIN pg_catalog.pg_namespace tn ON tn.oid = ty.typnamespace
                     JOIN unsafe_types ut ON ut.s = tn.nspname AND ut.n = ty.typname
+                    WHERE dp.classid = 'pg_catalog.pg_proc'::regclass AND dp.objid = p.oid AND dp.refclassid = 'pg_catalog.pg_type'::regclass),
+              't', (SELECT coalesce(json_agg(DISTINCT dp.refobjid::int8), '[]'::json) FROM pg_catalog.pg_depend dp
                     WHERE dp.classid = 'pg_catalog.pg_proc'::regclass AND dp.objid = p.oid AND dp.refclassid = 'pg_catalog.pg_type'::regclass)) END)
             ORDER BY n.nspname, p.proname, p.oid), '[]'::json)
      FROM pg_catalog.pg_proc p
@@ -301,6 +303,49 @@ SELECT
      LEFT JOIN pg_catalog.pg_namespace fn ON fn.oid = f.pronamespace
      WHERE n.nspname NOT IN ('pg_catalog', 'information_schema') AND n.nspname NOT LIKE 'pg\\_temp\\_%') AS operator_code
   ,current_user::text AS reader_role
+  -- User code attached to types (task hcast; src/sql/type-code.ts): the user functions of casts
+  -- WITH FUNCTION (castmethod 'f') from or to a type and the support functions (pg_amproc) of its
+  -- btree and hash operator classes (a cast between a user type and a built-in one is attached to the
+  -- user type only: it runs where that type is involved); then every type built on one (domains, arrays, ranges,
+  -- multiranges, stand-alone composites with a field of it; closed over by typeCodeOf). A user cast between two
+  -- pg_catalog types is marked 'always' (it may run in any statement).
+  ,(WITH att(t, fs, fn, al) AS (
+      SELECT x.t, fn.nspname, f.proname, (sn.nspname = 'pg_catalog' AND tn.nspname = 'pg_catalog')
+      FROM pg_catalog.pg_cast k
+      JOIN pg_catalog.pg_proc f ON f.oid = k.castfunc
+      JOIN pg_catalog.pg_namespace fn ON fn.oid = f.pronamespace
+      JOIN pg_catalog.pg_type st ON st.oid = k.castsource JOIN pg_catalog.pg_namespace sn ON sn.oid = st.typnamespace
+      JOIN pg_catalog.pg_type tt ON tt.oid = k.casttarget JOIN pg_catalog.pg_namespace tn ON tn.oid = tt.typnamespace
+      CROSS JOIN LATERAL (VALUES (k.castsource, sn.nspname), (k.casttarget, tn.nspname)) AS x(t, s)
+      WHERE k.castmethod = 'f' AND fn.nspname NOT IN ('pg_catalog', 'information_schema')
+        -- A cast between a user type and a built-in one runs only where the user type is involved.
+        AND (x.s <> 'pg_catalog' OR (sn.nspname = 'pg_catalog' AND tn.nspname = 'pg_catalog'))
+      UNION
+      SELECT oc.opcintype, fn.nspname, f.proname, false
+      FROM pg_catalog.pg_opclass oc
+      JOIN pg_catalog.pg_am am ON am.oid = oc.opcmethod AND am.amname IN ('btree', 'hash')
+      JOIN pg_catalog.pg_amproc ap ON ap.amprocfamily = oc.opcfamily
+      JOIN pg_catalog.pg_proc f ON f.oid = ap.amproc
+      JOIN pg_catalog.pg_namespace fn ON fn.oid = f.pronamespace
+      WHERE fn.nspname NOT IN ('pg_catalog', 'information_schema')
+    )
+    SELECT json_build_object(
+      'a', (SELECT coalesce(json_agg(json_build_array(a.t::int8, n.nspname, ty.typname, a.fs, a.fn, a.al) ORDER BY a.t, a.fs, a.fn), '[]'::json)
+            FROM (SELECT t, fs, fn, bool_or(al) AS al FROM att GROUP BY t, fs, fn) a
+            JOIN pg_catalog.pg_type ty ON ty.oid = a.t JOIN pg_catalog.pg_namespace n ON n.oid = ty.typnamespace),
+      -- The type graph [child oid, child schema, child name, parent oid], only when some code is attached
+      -- (the closure is taken in src/sources/postgres/catalog.ts: a recursive query here would cost the
+      -- whole scan a JIT compilation).
+      'e', (SELECT coalesce(json_agg(json_build_array(e.c::int8, n.nspname, ty.typname, e.p::int8)), '[]'::json)
+            FROM (SELECT d.oid AS c, d.typbasetype AS p FROM pg_catalog.pg_type d WHERE d.typbasetype <> 0
+                  UNION ALL SELECT d.oid, d.typelem FROM pg_catalog.pg_type d WHERE d.typelem <> 0 AND d.typcategory = 'A'
+                  UNION ALL SELECT r.rngtypid, r.rngsubtype FROM pg_catalog.pg_range r
+                  UNION ALL SELECT r.rngmultitypid, r.rngsubtype FROM pg_catalog.pg_range r
+                  UNION ALL SELECT c.reltype, a.atttypid FROM pg_catalog.pg_attribute a JOIN pg_catalog.pg_class c ON c.oid = a.attrelid
+                    WHERE c.relkind = 'c' AND a.attnum > 0 AND NOT a.attisdropped) e
+            JOIN pg_catalog.pg_type ty ON ty.oid = e.c JOIN pg_catalog.pg_namespace n ON n.oid = ty.typnamespace
+            WHERE EXISTS (SELECT 1 FROM att)))
+  ) AS type_code
   -- ---- end of operator resolution ----
   -- The catalogued columns' types and every type they are built on (domain bases, array elements),
   -- with enum labels and range subtypes (issue 23: describe_source names each column's type).
@@ -331,8 +376,10 @@ interface ScanRow {
   implicit_casts: OperatorResolution['implicitCasts'];
   /** [oid, typtype, typcategory, typbasetype, typelem, format_type, enum labels | null, range subtype | null]. */
   column_types: Array<[number, string, string, number, number, string, string[] | null, string | null]>;
-  routines: Array<[string, string, string, boolean, string[] | null, string, string | null, { r: Array<[string, string, string]>; f: Array<[string, string]>; u: boolean } | null]>;
+  routines: Array<[string, string, string, boolean, string[] | null, string, string | null, { r: Array<[string, string, string]>; f: Array<[string, string]>; u: boolean; t?: number[] } | null]>;
   operator_code: NonNullable<SourceCatalog['operatorCode']>;
+  /** a: [type oid, schema, name, function schema, function name, always]; e: [child oid, child schema, child name, parent oid]. */
+  type_code: { a: Array<[number, string, string, string, string, boolean]>; e: Array<[number, string, string, number]> };
   reader_role: string;
 }
 
@@ -368,10 +415,39 @@ function routineOf([schema, name, language, secdef, config, owner, source, deps]
       relations: deps.r.filter(([, , k]) => k !== 'c').map(([s, n]) => ({ schema: s, name: n })),
       functions: deps.f.map(([s, n]) => ({ schema: s, name: n })),
       unsafeTypes: deps.u === true,
+      ...(Array.isArray(deps.t) ? { types: deps.t.map(Number) } : {}),
     };
   }
   if (typeof source === 'string') r.source = source;
   return r;
+}
+
+/**
+ * The scanned code attached to types (task hcast) closed over the type graph: every type built on a
+ * type with attached code (domain, array, range, multirange, composite field; recursively) gets
+ * that code too. `always` stays on the rows where the cast itself is between two built-in types.
+ */
+function typeCodeOf(tc: ScanRow['type_code']): NonNullable<SourceCatalog['typeCode']> {
+  const out = new Map<string, [number, string, string, string, string, boolean]>();
+  const children = new Map<number, Array<[number, string, string]>>();
+  for (const [c, s, n, p] of tc.e) {
+    const list = children.get(Number(p)) ?? [];
+    list.push([Number(c), s, n]);
+    children.set(Number(p), list);
+  }
+  const queue: Array<[number, string, string, string, string, boolean]> = tc.a.map(([oid, s, n, fs, fn, al]) => [Number(oid), s, n, fs, fn, al === true]);
+  while (queue.length) {
+    const row = queue.shift()!;
+    const key = `${row[0]}\u0000${row[3]}\u0000${row[4]}`;
+    const had = out.get(key);
+    if (had) {
+      had[5] = had[5] || row[5];
+      continue;
+    }
+    out.set(key, row);
+    for (const [c, s, n] of children.get(row[0]) ?? []) queue.push([c, s, n, row[3], row[4], false]);
+  }
+  return [...out.values()].sort((x, y) => x[0] - y[0] || (x[3] + '.' + x[4]).localeCompare(y[3] + '.' + y[4]));
 }
 
 function isPool(client: pg.ClientBase | pg.Pool): client is pg.Pool {
@@ -475,6 +551,7 @@ export async function scanCatalog(
     })),
     routines: row.routines.map(routineOf),
     operatorCode: row.operator_code,
+    typeCode: typeCodeOf(row.type_code),
     readerRole: row.reader_role,
     scannedAt: new Date().toISOString(),
     truncated,

@@ -10,7 +10,8 @@ import { typeNameResolves } from '../type-names';
 import { checkFields, hasOwn, type N, nodeType, q, Refusal, strings, strs } from './nodes';
 import { SYSTEM_SCHEMAS } from './relation';
 import type { WalkState } from './state';
-import { readAll } from './uses';
+import { codeOfTypeName } from '../type-code';
+import { functionRead, readAll } from './uses';
 
 /** A type name (`TypeName`): refused when denied, unsafe (runs user code), unknown or sized over the limits; a relation row type reads the relation. */
 export function typeName(st: WalkState, t: N | undefined): void {
@@ -32,6 +33,8 @@ export function typeName(st: WalkState, t: N | undefined): void {
     const hit = names.length === 2 ? unsafe.includes(names[0]) : unsafe.some((sch) => st.cat.path.includes(sch));
     if (hit) throw new Refusal('function_not_allowed', `type ${q(names.join('.'))} runs user code (domain CHECK or input function) and cannot be used in a cast`);
   }
+  // A cast to (or use of) a type runs its user casts and operator-class functions (task hcast).
+  for (const f of codeOfTypeName(st.cat, names, st.cat.path)) functionRead(st, f.schema, f.name);
   for (const m of t.typmods ?? []) {
     const mt = nodeType(m);
     if (mt !== 'A_Const' && mt !== 'ColumnRef') throw new Refusal('statement_not_allowed', 'unsupported type modifier');

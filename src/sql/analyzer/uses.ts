@@ -7,6 +7,8 @@
  * family files call `addFilter`, `consume`, `calc`, `written` and `use`, never the maps directly.
  */
 import { functionReads } from '../function-reads';
+import { alwaysCode, codeOfColumns, hasTypeCode } from '../type-code';
+import { viewLineage } from '../view-lineage';
 import { type ColumnRef, derive, isPlaceholder, type Lin, LIN_NONE } from '../lineage';
 import { type PreparedRelation, relKey } from '../prepared-catalog';
 import { collectViewSources } from '../views';
@@ -150,4 +152,24 @@ export function functionRead(st: WalkState, schema: string, name: string, operat
     ...(r.opaque !== null ? { opaque: r.opaque } : {}),
     ...(r.securityDefiner ? { securityDefiner: true as const } : {}),
   });
+}
+
+/**
+ * User code attached to the types the statement's columns hold (task hcast, src/sql/type-code.ts):
+ * the casts and btree/hash operator-class support functions of the type of every column read or
+ * written (for a view read, of every relation behind it), and every user cast between two built-in
+ * types, run as calls (`functionRead`). Called
+ * once the walk is done (`st.reads` and `st.writes` are complete).
+ */
+export function typeCodeRuns(st: WalkState): void {
+  if (!hasTypeCode(st.cat)) return;
+  for (const f of alwaysCode(st.cat)) functionRead(st, f.schema, f.name);
+  for (const { rel, cols } of st.reads.values()) {
+    for (const f of codeOfColumns(st.cat, rel.schema, rel.name, cols)) functionRead(st, f.schema, f.name);
+    if (rel.kind !== 'view') continue;
+    // A view's query runs at read time: every column of every relation behind it counts (it may sort by one it does not return).
+    const lin = viewLineage(st.cat.source, rel.schema, rel.name);
+    for (const b of [...lin.views, ...lin.bases]) for (const f of codeOfColumns(st.cat, b.schema, b.name)) functionRead(st, f.schema, f.name);
+  }
+  for (const w of st.writes) for (const f of codeOfColumns(st.cat, w.schema, w.table, w.columns)) functionRead(st, f.schema, f.name);
 }

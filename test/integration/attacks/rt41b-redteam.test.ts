@@ -9,14 +9,14 @@
  *  - F2 (high, fixed): an unpinned SECURITY DEFINER body resolves names on the session path, whose
  *    `$user` is the owner inside it: `SELECT title FROM dept` read the owner's schema's `dept` (an
  *    ungranted table holding SSNs) while the analysis resolved `public.dept` (granted).
- *  - F3 (high, open): a user cast WITH FUNCTION (`CREATE CAST (tag AS text) WITH FUNCTION tag_text`)
+ *  - F3 (high, fixed by hcast): a user cast WITH FUNCTION (`CREATE CAST (tag AS text) WITH FUNCTION tag_text`)
  *    runs a function that reads the denied column on `'x'::tag::text`, at the top level and in a
  *    body; neither counts it.
  *  - F4 (medium, fixed): a function whose parameter or result type is a domain whose CHECK calls a
  *    data-reading function: the coercion runs the CHECK (an error/no-error oracle on the SSN).
  *  - F5 (low, open; docs/operators.md asks for a rescan after replacing a function): CREATE OR
  *    REPLACE after the scan: the server runs the new body, the analysis the scanned one, until a rescan.
- *  - F7 (medium, open): a user type's default btree operator class: ORDER BY, DISTINCT and GROUP BY
+ *  - F7 (medium, fixed by hcast): a user type's default btree operator class: ORDER BY, DISTINCT and GROUP BY
  *    sort with its FUNCTION 1 (support function), not with the `<` operator's function the analysis
  *    follows; a comparison that reads the denied column leaks through the order.
  *  - F8 (low, fixed): the refusal of a call whose function reads a masked column named the column even
@@ -133,8 +133,21 @@ describe('user functions', () => {
       CREATE OPERATOR >= (LEFTARG = tag2, RIGHTARG = tag2, FUNCTION = tag2_ge);
       CREATE OPERATOR > (LEFTARG = tag2, RIGHTARG = tag2, FUNCTION = tag2_gt);
       CREATE OPERATOR CLASS tag2_ops DEFAULT FOR TYPE tag2 USING btree AS OPERATOR 1 <, OPERATOR 2 <=, OPERATOR 3 =, OPERATOR 4 >=, OPERATOR 5 >, FUNCTION 1 tag2_cmp(tag2, tag2);
+      -- hcast: a user type whose cast and operator class run only pure (or built-in) code stays usable.
+      CREATE TYPE tag3 AS ENUM ('p', 'q');
+      CREATE FUNCTION tag3_text(t tag3) RETURNS text LANGUAGE sql IMMUTABLE AS $$ SELECT upper(t::name::text) $$;
+      CREATE CAST (tag3 AS text) WITH FUNCTION tag3_text(tag3);
+      CREATE FUNCTION tag3_cmp(x tag3, y tag3) RETURNS int LANGUAGE sql IMMUTABLE AS $$ SELECT enum_cmp(x, y) $$;
+      CREATE FUNCTION tag3_lt(tag3, tag3) RETURNS bool LANGUAGE sql IMMUTABLE AS $$ SELECT enum_cmp($1, $2) < 0 $$;
+      CREATE FUNCTION tag3_eq(tag3, tag3) RETURNS bool LANGUAGE sql IMMUTABLE AS $$ SELECT enum_cmp($1, $2) = 0 $$;
+      CREATE OPERATOR < (LEFTARG = tag3, RIGHTARG = tag3, FUNCTION = tag3_lt);
+      CREATE OPERATOR = (LEFTARG = tag3, RIGHTARG = tag3, FUNCTION = tag3_eq);
+      CREATE OPERATOR CLASS tag3_ops DEFAULT FOR TYPE tag3 USING btree AS OPERATOR 1 <, OPERATOR 3 =, FUNCTION 1 tag3_cmp(tag3, tag3);
+      CREATE TABLE pure_things (id int, v tag3);
+      INSERT INTO pure_things VALUES (1, 'q'), (2, 'p');
       CREATE TABLE things (id int, v tag2);
       INSERT INTO things VALUES (1, 'a'), (2, 'b');
+      CREATE VIEW things_sorted AS SELECT id FROM things ORDER BY v;
       GRANT SELECT ON ALL TABLES IN SCHEMA public TO ${admin.escapeIdentifier(env.demo.readerRole)};`);
     await governAsHrAnalyst(env, 'hr');
   }, 120_000);
@@ -156,7 +169,7 @@ describe('user functions', () => {
     expect(await outcome('SELECT * FROM dept_titles_invoker() AS t')).toEqual([{ t: 'Research' }]);
   });
 
-  test.failing('F3 (high, open): a user cast WITH FUNCTION that reads the denied column', async () => {
+  test('F3 (high): a user cast WITH FUNCTION that reads the denied column counts (explicit and inside a body)', async () => {
     for (const sql of ["SELECT 'x'::tag::text AS t", "SELECT CAST('x'::tag AS text) AS t", "SELECT via_cast('x') AS t"]) {
       expect(await outcome(sql)).toMatchObject({ code: 'source_role_denied' });
     }
@@ -176,11 +189,19 @@ describe('user functions', () => {
     }
   });
 
-  test.failing("F7 (medium, open): a user type's default btree operator class runs its comparison function (reading the denied column) on ORDER BY", async () => {
-    // Served today: [{v:'b'},{v:'a'}], the order telling whether staff 1's SSN starts with 1.
-    for (const sql of ['SELECT v FROM things ORDER BY v', 'SELECT DISTINCT v FROM things', 'SELECT v FROM things GROUP BY v']) {
+  test("F7 (medium): a user type's default btree operator class's comparison function (reading the denied column) counts on ORDER BY, DISTINCT, GROUP BY", async () => {
+    // Served before hcast: [{v:'b'},{v:'a'}], the order telling whether staff 1's SSN starts with 1.
+    for (const sql of ['SELECT v FROM things ORDER BY v', 'SELECT DISTINCT v FROM things', 'SELECT v FROM things GROUP BY v', 'SELECT id FROM things ORDER BY v']) {
       expect(await outcome(sql)).toMatchObject({ code: 'source_role_denied' });
     }
+    // A view that sorts by the column without returning it: the sort runs inside the view.
+    expect(await outcome('SELECT id FROM things_sorted')).toMatchObject({ code: 'source_role_denied' });
+  });
+
+  test('hcast: a user type whose attached cast and operator-class functions are pure stays usable', async () => {
+    expect(await outcome('SELECT v FROM pure_things ORDER BY v')).toEqual([{ v: 'p' }, { v: 'q' }]);
+    expect(await outcome("SELECT 'p'::tag3::text AS t")).toEqual([{ t: 'P' }]);
+    expect(await outcome('SELECT DISTINCT v::text AS t FROM pure_things ORDER BY 1')).toEqual([{ t: 'P' }, { t: 'Q' }]);
   });
 
   test('held: overloads, VARIADIC, polymorphic, LATERAL SETOF, whole-row through a CTE, a partition child, an aggregate', async () => {

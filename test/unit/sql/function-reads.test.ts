@@ -152,3 +152,38 @@ describe('red team rt41b', () => {
     expect(reads(cat, 'inv').relations).toEqual([{ schema: 'public', name: 'employee' }]);
   });
 });
+
+describe('task hcast: user code attached to types (casts, btree/hash operator classes)', () => {
+  const tagged = (routines: CatalogRoutine[], typeCode: NonNullable<SourceCatalog['typeCode']>): SourceCatalog => {
+    const cat = catalog(routines, { typeCode });
+    cat.relations.push({ schema: 'public', name: 'things', kind: 'table', columns: [{ name: 'id', dataType: 'integer', typeOid: 23 }, { name: 'v', dataType: 'tag', typeOid: 9001 }] });
+    return cat;
+  };
+  const leak = sqlFn('public', 'tag_cmp', 'SELECT 0 FROM employee', { depends: { relations: [], functions: [], unsafeTypes: false, types: [9001] } });
+  const fnsOf = (cat: SourceCatalog, sql: string) => {
+    const a = analyzeSql(sql, cat);
+    if (!a.ok) throw new Error(a.message);
+    return (a.functionReads ?? []).map((f) => [`${f.schema}.${f.name}`, f.relations.map((r) => `${r.schema}.${r.table}`), f.opaque ?? null]);
+  };
+
+  test('a column of the type, a cast to it or a function over it runs the attached code; other columns do not', () => {
+    const uses = sqlFn('public', 'uses_tag', 'SELECT 1', { depends: { relations: [], functions: [], unsafeTypes: false, types: [9001] } });
+    const cat = tagged([leak, uses], [[9001, 'public', 'tag', 'public', 'tag_cmp', false]]);
+    expect(fnsOf(cat, 'SELECT v FROM things ORDER BY v')).toEqual([['public.tag_cmp', ['public.employee'], null]]);
+    expect(fnsOf(cat, "SELECT 'x'::tag AS t")).toEqual([['public.tag_cmp', ['public.employee'], null]]);
+    expect(reads(cat, 'uses_tag').relations).toEqual([{ schema: 'public', name: 'employee' }]);
+    expect(fnsOf(cat, 'SELECT id FROM things')).toEqual([]);
+  });
+
+  test('a user cast between two built-in types runs in every statement; an opaque attached function is reported opaque', () => {
+    const c = { schema: 'public', name: 'int_to_text', language: 'c', securityDefiner: false, config: null, owner: 'owner' } as CatalogRoutine;
+    const cat = tagged([c], [[23, 'pg_catalog', 'int4', 'public', 'int_to_text', true]]);
+    expect(fnsOf(cat, 'SELECT 1 AS x')).toEqual([['public.int_to_text', [], 'runs code InterLock cannot analyse (LANGUAGE c)']]);
+  });
+
+  test('a function scanned without its type dependencies beside attached code is opaque until a rescan', () => {
+    const old = sqlFn('public', 'old', 'SELECT 1');
+    const cat = tagged([leak, old], [[9001, 'public', 'tag', 'public', 'tag_cmp', false]]);
+    expect(reads(cat, 'old').opaque).toBe('has no recorded type facts (the source was scanned before InterLock analysed code attached to types; rescan it)');
+  });
+});
