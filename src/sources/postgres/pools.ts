@@ -3,7 +3,9 @@
  * startup options) and the optional writer pool, created lazily. Every connection starts with the
  * pinned session settings and is verified to hold them before first use (pinned-client.ts). Every new connection gets a wire
  * guard (wire-budget.ts) in front of pg's parser. Checkout honours the caller's AbortSignal; a pool
- * wait that times out becomes `source_busy` (errors.ts).
+ * wait that times out becomes `source_busy` (errors.ts) when the pool's connections are busy, and
+ * `source_unavailable` (counts against the circuit) when none of them is connected: every slot is
+ * held by a connect attempt the source has not answered (see SourcePools.checkout).
  */
 import tls from 'node:tls';
 import pg from 'pg';
@@ -53,6 +55,8 @@ export class SourcePools {
   private readerPool: pg.Pool | null = null;
   private writerPool: pg.Pool | null = null;
   private closed = false;
+  /** Per pool, its clients that completed connecting and have not ended (see checkout). */
+  private readonly connected = new WeakMap<pg.Pool, Set<pg.PoolClient>>();
 
   /**
    * @param s resolved settings; `ssl` the TLS options or false; `fail` classifies a raw failure
@@ -96,7 +100,7 @@ export class SourcePools {
         if (err || !c) {
           if (done) return;
           done = true;
-          reject(this.fail(err ?? new Error('the pool gave no connection'), 'connect'));
+          reject(this.waitFailure(pool, err));
           return;
         }
         if (done) {
@@ -107,6 +111,22 @@ export class SourcePools {
         resolve(c);
       });
     });
+  }
+
+  /**
+   * The failure of a checkout. A wait for a free connection that timed out ('timeout exceeded when
+   * trying to connect') is local saturation (`source_busy`, not counted) only while some connection
+   * of the pool is connected: when none is, every slot is held by a connect attempt the source has
+   * not answered within connect_timeout_ms, which is the source failing, not the pool being busy.
+   * pg-pool hands a freed slot to a waiter by starting a new connect for it, and when that waiter's
+   * own wait then times out the attempt's failure reaches no caller: against a source that accepts
+   * TCP and never answers, every caller after the first round got `source_busy` and the circuit
+   * never opened (CI at 2d26268, rt41a). Such a wait now gives `source_unavailable` (counts).
+   */
+  private waitFailure(pool: pg.Pool, err: Error | undefined): SourceError {
+    const failure = this.fail(err ?? new Error('the pool gave no connection'), 'connect');
+    if (failure.code !== 'source_busy' || (this.connected.get(pool)?.size ?? 0) > 0) return failure;
+    return new SourceError('source_unavailable', { cause: err, sourceFailure: true });
   }
 
   /**
@@ -179,9 +199,14 @@ export class SourcePools {
       keepAlive: true,
     });
     // Every protocol byte of a new connection passes the wire guard from now on (it is at a message boundary: ready for a query).
+    const connected = new Set<pg.PoolClient>();
+    this.connected.set(pool, connected);
     pool.on('connect', (client) => {
       attachGuard(client, (err) => this.logger?.warn({ err: { message: err.message }, pool: kind }, 'connection ended by the wire guard'));
+      connected.add(client);
+      client.once('end', () => connected.delete(client));
     });
+    pool.on('remove', (client) => connected.delete(client));
     // An idle pooled connection that dies (server restart, network) is dropped by the pool; log it only.
     pool.on('error', (err) => {
       delete (err as { client?: unknown }).client; // pg-pool attaches the whole client (connection parameters, cancel key): log the error alone

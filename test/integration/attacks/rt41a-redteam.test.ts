@@ -298,6 +298,34 @@ describe('h28s: the closed-circuit fast path of the source breaker', () => {
   });
 });
 
+describe('CI at 2d26268: a connect attempt pg-pool starts for a waiter that then gives up', () => {
+  // Finding (low, fixed; the previous test failed once in CI on it): when a connect attempt fails,
+  // pg-pool hands the freed slot to the first waiter by starting a new connect for it; when that
+  // waiter's own wait times out first, the new attempt's failure reaches no caller, and it holds the
+  // pool's slot for another connect timeout. Against a source that accepts TCP and never answers,
+  // every later caller waited behind such orphaned attempts and got `source_busy` (local
+  // saturation, not counted): the circuit never opened. Shown here without racing timers: the
+  // second and third calls start half a connect timeout after the first, so the first's failure
+  // always frees the slot while they wait (before: [source_unavailable, source_busy, source_busy]
+  // and then only source_busy, closed). Now a wait that times out while none of the pool's
+  // connections is connected is the source failing (`source_unavailable`, counts).
+  test('finding (low, fixed): waits behind unanswered connect attempts count against the source', async () => {
+    const fake = await startFakePg({ kind: 'silent' });
+    const c = new PostgresSourceConnector('ci-orphan', { host: '127.0.0.1', port: fake.port, database: 'postgres', reader: { user: 'postgres' }, pool_size: 1, connect_timeout_ms: 300, breaker: { failure_threshold: 3, reset_timeout_ms: 60_000 } });
+    const read = () => c.read('SELECT 1', [], { maxRows: 1, maxBytes: 1e4 }).then(() => 'ok', (e: SourceError) => e.code);
+    try {
+      const first = read();
+      await new Promise((r) => setTimeout(r, 150));
+      const codes = await Promise.all([first, read(), read()]);
+      expect(codes).toEqual(['source_unavailable', 'source_unavailable', 'source_unavailable']);
+      expect(c.breakerState()).toBe('open');
+    } finally {
+      await c.close();
+      await fake.close();
+    }
+  });
+});
+
 describe('hnu41 item 4: partial rate limits', () => {
   // Withstood: a rate limit given in part takes the other field from the layer below; a points of 0
   // (or a negative or fractional one, a window of 0) is refused, never read as unlimited or as 0.
