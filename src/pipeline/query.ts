@@ -69,6 +69,12 @@ export interface QueryPipelineDeps {
    * operators only). The gateway marks the catalogue stale and logs it, once a minute per relation.
    */
   onRelationGone?: (facts: { sourceId: string; object?: string; requestId: string }) => void;
+  /**
+   * Called when a read's function guard found a user function the statement runs changed on the
+   * source since the scan (task hf5): the agent is refused `catalog_stale`; the gateway rescans the
+   * source (one scan at a time per source) and logs it.
+   */
+  onFunctionsChanged?: (facts: { sourceId: string; requestId: string }) => void;
   /** Called after a documents-source request (issue 4) — absent means such sources answer request refusals. */
   connectorRequest?: (source: SourceRecord, request: Record<string, unknown>, ctx: ToolCallContext, evaluator: AccessEvaluator) => Promise<ToolOutcome>;
 }
@@ -261,6 +267,9 @@ function pipeline(deps: QueryPipelineDeps, now: () => Date, analyses: AnalysisCa
     // row view the source lost was made again (once per call).
     if (rows.kind === 'ruled') audit.row_rules = rows.plan.applied;
     let remadeRowViews = false;
+    // The user functions it runs must still be the scanned ones (task hf5): checked in the read's own
+    // round trip, right before the statement; a statement without user functions sends nothing more.
+    const fnGuard = analysis.userFunctions ? (connector.functionGuard?.(catalog, analysis.userFunctions) ?? null) : null;
     for (;;) {
       const maxRows = Math.min(requested, sourceCap, restrictions.maxRows ?? Infinity);
       // Masked columns are masked in SQL, so their raw values never reach the gateway (mask-sql.ts).
@@ -289,7 +298,7 @@ function pipeline(deps: QueryPipelineDeps, now: () => Date, analyses: AnalysisCa
       let read;
       const readStarted = performance.now();
       try {
-        read = await connector.read(runSql, params, { maxRows, maxBytes: deps.maxResultBytes ?? 4 * 1024 * 1024, signal: ctx.signal, identityId: identity.id, ...(rowPlan ? { settings: rowPlan.settings } : {}), ...(guard ? { guard } : {}), ...(ctx.sourceWait ? { poolWait: ctx.sourceWait } : {}) });
+        read = await connector.read(runSql, params, { maxRows, maxBytes: deps.maxResultBytes ?? 4 * 1024 * 1024, signal: ctx.signal, identityId: identity.id, ...(rowPlan ? { settings: rowPlan.settings } : {}), ...(guard ? { guard } : {}), ...(fnGuard ? { functionGuard: fnGuard } : {}), ...(ctx.sourceWait ? { poolWait: ctx.sourceWait } : {}) });
       } catch (err) {
         const sqlState = (err as { sqlState?: string }).sqlState;
         // A row view dropped on the source since it was made (42P01, undefined table; e.g. by an
@@ -323,6 +332,11 @@ function pipeline(deps: QueryPipelineDeps, now: () => Date, analyses: AnalysisCa
         return failed;
       } finally {
         if (ctx.sourceWait) ctx.sourceWait.ms += performance.now() - readStarted;
+      }
+      if (read.functionsChanged) {
+        // A user function the analysis assumed is not the scanned one (task hf5): nothing ran.
+        deps.onFunctionsChanged?.({ sourceId: source.id, requestId: ctx.requestId });
+        return CATALOG_STALE;
       }
       if (read.guardTripped) {
         // Some relation may now sit in a tree: the statement did not run. Decide on the live tree, read again.
@@ -369,6 +383,9 @@ export function accessFingerprintOf(statements: unknown, restrictionsFingerprint
 export function cacheKey(cache: ResultCache, parts: { sourceId: string; sql: string; params: unknown[]; maxRows: number; accessFingerprint: string }, catalog: SourceCatalog, policies: Policy[]): string {
   return cache.key({ ...parts, accessFingerprint: `${parts.accessFingerprint}\u0000catalog:${contentFingerprint(catalog)}\u0000policies:${contentFingerprint(policies)}` });
 }
+
+/** A read refused because a user function it runs changed since the scan (task hf5; spec/errors-v1.json `catalog_stale`). */
+const CATALOG_STALE: ToolOutcome = { kind: 'refusal', code: 'catalog_stale' };
 
 /** The row-rule shape of every statement of a caller without row rules on the source. */
 const NO_ROW_RULES: RowRuleShape = { kind: 'none' };

@@ -180,6 +180,13 @@ export interface CatalogRoutine {
   securityDefiner: boolean;
   config: string[] | null;
   owner: string;
+  /**
+   * The pg_proc row's version when scanned, `oid:xmin` (task hf5; src/sources/postgres/catalog.ts
+   * ROUTINE_VERSION_SQL): a replaced, altered or recreated function has another. Absent in older
+   * snapshots and hand-built catalogues: a statement running the function is then refused
+   * `catalog_stale` until a rescan.
+   */
+  version?: string;
   source?: string;
   depends?: {
     relations: RelationName[];
