@@ -3,9 +3,10 @@
  *
  * PostgreSQL runs functions the statement does not name when a value of a type is converted or
  * compared: a cast WITH FUNCTION (`CREATE CAST (tag AS text) WITH FUNCTION tag_text(tag)`, run by
- * `'x'::tag::text` or implicitly) and the support functions of the type's btree and hash operator
- * classes (ORDER BY, DISTINCT, GROUP BY, hash joins sort or hash with FUNCTION 1, not with the `<`
- * operator's function). The scan records them per type (`SourceCatalog.typeCode`, repeated for
+ * `'x'::tag::text` or implicitly) and the support functions of the type's operator classes and
+ * families (ORDER BY, DISTINCT, GROUP BY, hash joins sort or hash with btree/hash FUNCTION 1, not
+ * with the `<` operator's function; an index scan or build runs gist, gin, brin and spgist support
+ * functions; every access method is recorded since task hf5). The scan records them per type (`SourceCatalog.typeCode`, repeated for
  * every type built on one); this module answers which user functions a use of a type may run.
  *
  * A statement involves a type when it reads or writes a column of that type (or of a type built on

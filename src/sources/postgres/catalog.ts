@@ -316,7 +316,7 @@ SELECT
   ,current_user::text AS reader_role
   -- User code attached to types (task hcast; src/sql/type-code.ts): the user functions of casts
   -- WITH FUNCTION (castmethod 'f') from or to a type and the support functions (pg_amproc) of its
-  -- btree and hash operator classes (a cast between a user type and a built-in one is attached to the
+  -- operator classes and families of every access method (a cast between a user type and a built-in one is attached to the
   -- user type only: it runs where that type is involved); then every type built on one (domains, arrays, ranges,
   -- multiranges, stand-alone composites with a field of it; closed over by typeCodeOf). A user cast between two
   -- pg_catalog types is marked 'always' (it may run in any statement).
@@ -332,13 +332,16 @@ SELECT
         -- A cast between a user type and a built-in one runs only where the user type is involved.
         AND (x.s <> 'pg_catalog' OR (sn.nspname = 'pg_catalog' AND tn.nspname = 'pg_catalog'))
       UNION
-      SELECT oc.opcintype, fn.nspname, f.proname, false
-      FROM pg_catalog.pg_opclass oc
-      JOIN pg_catalog.pg_am am ON am.oid = oc.opcmethod AND am.amname IN ('btree', 'hash')
-      JOIN pg_catalog.pg_amproc ap ON ap.amprocfamily = oc.opcfamily
+      -- Support functions of every access method (btree, hash, gist, gin, brin, spgist, extensions'):
+      -- attached to the input type of every operator class of the family and to the function's own
+      -- left and right types (a family may hold cross-type functions no class names) (task hf5).
+      SELECT x.t, fn.nspname, f.proname, false
+      FROM pg_catalog.pg_amproc ap
       JOIN pg_catalog.pg_proc f ON f.oid = ap.amproc
       JOIN pg_catalog.pg_namespace fn ON fn.oid = f.pronamespace
-      WHERE fn.nspname NOT IN ('pg_catalog', 'information_schema')
+      CROSS JOIN LATERAL (SELECT oc.opcintype FROM pg_catalog.pg_opclass oc WHERE oc.opcfamily = ap.amprocfamily
+                          UNION SELECT ap.amproclefttype UNION SELECT ap.amprocrighttype) AS x(t)
+      WHERE fn.nspname NOT IN ('pg_catalog', 'information_schema') AND x.t <> 0
     )
     SELECT json_build_object(
       'a', (SELECT coalesce(json_agg(json_build_array(a.t::int8, n.nspname, ty.typname, a.fs, a.fn, a.al) ORDER BY a.t, a.fs, a.fn), '[]'::json)

@@ -176,7 +176,7 @@ export function viewUserFunctions(st: WalkState): void {
 
 /**
  * User code attached to the types the statement's columns hold (task hcast, src/sql/type-code.ts):
- * the casts and btree/hash operator-class support functions of the type of every column read or
+ * the casts and operator-class support functions (every access method) of the type of every column read or
  * written (for a view read, of every relation behind it), and every user cast between two built-in
  * types, run as calls (`functionRead`). Called
  * once the walk is done (`st.reads` and `st.writes` are complete).
