@@ -181,11 +181,11 @@ export async function startGovernedGateway(opts: GovernedGatewayOptions): Promis
   };
   const permissionLog = logThrottle(60_000);
   const goneLog = logThrottle(60_000);
-  // Task hf5: a user function changed since the scan. One rescan of a source at a time; another
+  // Task hf5: a user function changed since the scan, or an outdated snapshot. One rescan of a source at a time; another
   // asked for while one runs is run once after it (a change may have landed during the scan).
   const rescans = new Map<string, { again: boolean }>();
-  const staleFunctionsLog = logThrottle(60_000);
-  const rescanForFunctions = (sourceId: string): void => {
+  const staleLog = logThrottle(60_000);
+  const rescanStale = (sourceId: string): void => {
     const running = rescans.get(sourceId);
     if (running) return void (running.again = true);
     const state = { again: false };
@@ -194,7 +194,7 @@ export async function startGovernedGateway(opts: GovernedGatewayOptions): Promis
       state.again = false;
       scanSource(db, sourceId)
         .then(() => store.markCatalogStale(sourceId))
-        .catch((err: unknown) => logger.warn({ source_id: sourceId, code: (err as { code?: string }).code }, 'catalog rescan after a changed user function failed'))
+        .catch((err: unknown) => logger.warn({ source_id: sourceId, code: (err as { code?: string }).code }, 'catalog rescan of a stale snapshot failed'))
         .finally(() => (state.again ? run() : rescans.delete(sourceId)));
     };
     run();
@@ -216,13 +216,16 @@ export async function startGovernedGateway(opts: GovernedGatewayOptions): Promis
         store.markCatalogStale(f.sourceId);
         logger.warn({ source_id: f.sourceId, relation: f.object, sqlstate: '42P01', request_id: f.requestId, ...(repeated ? { repeated_since_last: repeated } : {}) }, `a relation the scanned catalogue holds is gone from the source (undefined_table): the catalogue is stale; run interlock source scan ${f.sourceId}; agents reading it are told statement_failed (42P01)`);
       },
-      // A user function a statement runs changed on the source since the scan (task hf5): the agent is
-      // told catalog_stale and the source rescanned now; one line per source a minute.
-      onFunctionsChanged: (f) => {
-        rescanForFunctions(f.sourceId);
-        const repeated = staleFunctionsLog(f.sourceId);
+      // A user function a statement runs changed on the source since the scan, or the snapshot predates
+      // the type facts (task hf5): the agent is told catalog_stale and the source rescanned now; one
+      // line per source and reason a minute.
+      onCatalogStale: (f) => {
+        rescanStale(f.sourceId);
+        const repeated = staleLog(`${f.sourceId}\u0000${f.reason}`);
         if (repeated === null) return;
-        logger.warn({ source_id: f.sourceId, request_id: f.requestId, ...(repeated ? { repeated_since_last: repeated } : {}) }, 'a user function a governed read runs was created, replaced, altered or dropped on the source since its catalogue was scanned (or the snapshot predates function versions): the read was refused catalog_stale and the source is being rescanned');
+        logger.warn({ source_id: f.sourceId, reason: f.reason, request_id: f.requestId, ...(repeated ? { repeated_since_last: repeated } : {}) }, f.reason === 'functions_changed'
+          ? 'a user function a governed read runs was created, replaced, altered or dropped on the source since its catalogue was scanned (or the snapshot predates function versions): the read was refused catalog_stale and the source is being rescanned'
+          : 'the source\'s catalogue snapshot predates the facts on code attached to types: statements are refused catalog_stale and the source is being rescanned');
       },
     }),
     interlock_discover: discoverHandler(discovery),

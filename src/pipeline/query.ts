@@ -22,6 +22,7 @@ import { mapConnectorError, permissionDeniedObject, SQLSTATE_INSUFFICIENT_PRIVIL
 import { checkHierarchy, hierarchySensitive, hitNeedsCheck, standaloneGuardFor, type HierarchyCheck } from './hierarchy-check';
 import { redactRows } from './08-redact';
 import { maskedStatement } from '../sql/mask-sql';
+import { lacksTypeFacts } from '../sql/type-code';
 import type { AuditHooks } from '../audit/types';
 import { statementAuditFacts } from './audit-facts';
 import { hitOutcome, type ResultCache } from './cache';
@@ -70,11 +71,12 @@ export interface QueryPipelineDeps {
    */
   onRelationGone?: (facts: { sourceId: string; object?: string; requestId: string }) => void;
   /**
-   * Called when a read's function guard found a user function the statement runs changed on the
-   * source since the scan (task hf5): the agent is refused `catalog_stale`; the gateway rescans the
-   * source (one scan at a time per source) and logs it.
+   * Called when a statement is refused `catalog_stale` (task hf5): a read's function guard found a
+   * user function the statement runs changed on the source since the scan (`functions_changed`), or
+   * the snapshot was scanned before the type facts existed (`snapshot_outdated`, typeHelpers
+   * `lacksTypeFacts`). The gateway rescans the source (one scan at a time per source) and logs it.
    */
-  onFunctionsChanged?: (facts: { sourceId: string; requestId: string }) => void;
+  onCatalogStale?: (facts: { sourceId: string; requestId: string; reason: 'functions_changed' | 'snapshot_outdated' }) => void;
   /** Called after a documents-source request (issue 4) — absent means such sources answer request refusals. */
   connectorRequest?: (source: SourceRecord, request: Record<string, unknown>, ctx: ToolCallContext, evaluator: AccessEvaluator) => Promise<ToolOutcome>;
 }
@@ -139,6 +141,12 @@ function pipeline(deps: QueryPipelineDeps, now: () => Date, analyses: AnalysisCa
     const c = deps.catalog(source);
     const catalog = c instanceof Promise ? await c : c;
     if (!catalog) return { kind: 'refusal', code: 'source_not_catalogued' };
+    // A snapshot scanned before the code attached to types was recorded would let casts and
+    // operator-class functions run uncounted: stale, rescanned now (task hf5).
+    if (lacksTypeFacts(catalog)) {
+      deps.onCatalogStale?.({ sourceId, requestId: ctx.requestId, reason: 'snapshot_outdated' });
+      return CATALOG_STALE;
+    }
     const complexity = complexityLimitsFromSettings(source.settings);
     const cached = analyses.analyse({ sourceId, sql, catalog, grants, complexity }, () => authorizeSql(evaluator, sourceId, sql, catalog, complexity));
     const { analysis, relations } = cached.entry;
@@ -335,7 +343,7 @@ function pipeline(deps: QueryPipelineDeps, now: () => Date, analyses: AnalysisCa
       }
       if (read.functionsChanged) {
         // A user function the analysis assumed is not the scanned one (task hf5): nothing ran.
-        deps.onFunctionsChanged?.({ sourceId: source.id, requestId: ctx.requestId });
+        deps.onCatalogStale?.({ sourceId: source.id, requestId: ctx.requestId, reason: 'functions_changed' });
         return CATALOG_STALE;
       }
       if (read.guardTripped) {

@@ -37,6 +37,7 @@ import { startGovernedEnv, callTool, type GovernedEnv } from '../../helpers/gove
 import { governAsHrAnalyst } from '../../helpers/hr-analyst';
 import { upsertRole } from '../../../src/control/roles';
 import { scanSource } from '../../../src/control/scan';
+import { loadCatalog, saveCatalog } from '../../../src/control/catalog';
 import { RawClient } from '../../helpers/raw-client';
 import { shed } from '../../helpers/capacity-load';
 import { frontDoorOf } from '../../../src/transport/front-door';
@@ -289,6 +290,15 @@ describe('user functions', () => {
     }
     // A view that sorts by the column without returning it: the sort runs inside the view.
     expect(await outcome('SELECT id FROM things_sorted')).toMatchObject({ code: 'source_role_denied' });
+  });
+
+  test('hf5: a snapshot scanned before the type facts (no typeCode) is stale: refused catalog_stale, rescanned, then judged with them', async () => {
+    const { typeCode: _dropped, ...old } = (await loadCatalog(env.db, 'chinook'))!;
+    await saveCatalog(env.db, 'chinook', { ...old, scannedAt: new Date().toISOString() });
+    env.gateway.store.invalidate('*');
+    // Before hf5 such a snapshot served the sort (tag2's comparison function reads the denied SSN) uncounted.
+    expect(await afterRescan('SELECT v FROM things ORDER BY v')).toMatchObject({ code: 'source_role_denied' });
+    expect((await loadCatalog(env.db, 'chinook'))!.typeCode).toEqual(expect.any(Array));
   });
 
   test('hcast: a user type whose attached cast and operator-class functions are pure stays usable', async () => {
