@@ -9,6 +9,9 @@ import { Option, type Command } from 'commander';
 import { ControlError, ValidationError } from '../control/errors';
 import { operatorOption, type CommandContext } from './context';
 import type { UnreadableRelation } from '../control/scan';
+import type { SourceView } from '../admin/backend';
+import type { IndexStatus } from '../discovery/types';
+import { shortTime, table } from './output';
 
 type Flags = Record<string, string | boolean | undefined>;
 
@@ -71,6 +74,27 @@ export function unreadableWarning(sourceId: string, scan: { unreadable?: Unreada
   return (
     `warning: the reader role of source ${sourceId} may not SELECT ${u.length} relation(s): ${list}; ` +
     `agents' reads of them are refused (source_permission_denied) until it may: GRANT SELECT ON ${u[0].relation} TO <reader role>, then run: interlock source scan ${sourceId}`
+  );
+}
+
+/**
+ * The `source list` table (task hnu42b item 5: say what is true). Column `catalog`: a PostgreSQL
+ * source's scan (`N relations, time`, or `not scanned`); a documents source has no catalogue to scan
+ * (`none (documents)`). Column `index` (with `index`, the discovery index status per source, read
+ * on the control database in direct mode): `N assets, time`, or `not indexed`; without it (remote
+ * mode) the column is left out.
+ */
+export function sourceListTable(rows: ReadonlyArray<Pick<SourceView, 'id' | 'type' | 'name' | 'enabled' | 'catalog'>>, index?: readonly IndexStatus[]): string {
+  const byId = index ? new Map(index.map((i) => [i.sourceId, i])) : null;
+  const head = ['id', 'type', 'name', 'enabled', 'catalog', ...(byId ? ['index'] : [])];
+  return table(
+    head,
+    rows.map((r) => {
+      const c = r.catalog;
+      const catalog = c ? `${c.relations} relations, ${shortTime(c.scannedAt)}${c.truncated ? ' (truncated)' : ''}` : r.type === 'postgres' ? 'not scanned' : `none (${r.type})`;
+      const i = byId?.get(r.id);
+      return [r.id, r.type, r.name, r.enabled ? 'yes' : 'no', catalog, ...(byId ? [i ? `${i.assets} assets, ${shortTime(i.indexedAt)}` : 'not indexed'] : [])];
+    }),
   );
 }
 
