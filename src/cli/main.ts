@@ -42,7 +42,7 @@ import { directBackend, type OperatorBackend } from '../admin/backend';
 import { remoteBackend } from '../admin/client';
 import { operatorOption, packageVersion, type CommandContext } from './context';
 import { configuredClaimGrants, replaceConfiguredClaimGrants } from '../control/claim-rules';
-import { registerSourceLifecycle, sourceListTable, unreadableWarning } from './source';
+import { registerSourceLifecycle, rowRulesWarningFor, sourceListTable, unreadableWarning } from './source';
 import { listIndexStatus } from '../discovery/indexer';
 import { dropRowViews } from '../control/row-views';
 import { registerApply } from './apply';
@@ -586,9 +586,12 @@ function buildProgram(io: CliIo, state: { session: Session | null }): Command {
     .argument('<id>')
     .action(async (id: string, _o: unknown, cmd: Command) => {
       const s = session(cmd);
-      const r = await (await s.backend()).scanSource(id);
+      const backend = await s.backend();
+      const r = await backend.scanSource(id);
       const unreadable = unreadableWarning(id, r);
       if (unreadable) s.io.err(unreadable);
+      const ruled = await rowRulesWarningFor(backend, id);
+      if (ruled) s.io.err(ruled);
       s.print(`scanned ${r.sourceId}: ${r.relations} relation(s)${r.truncated ? ' (truncated)' : ''} at ${shortTime(r.scannedAt)}`, r);
     });
   src

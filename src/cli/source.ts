@@ -12,6 +12,9 @@ import type { UnreadableRelation } from '../control/scan';
 import type { SourceView } from '../admin/backend';
 import type { IndexStatus } from '../discovery/types';
 import { shortTime, table } from './output';
+import type { OperatorBackend } from '../admin/backend';
+import type { SourceRoleRecord } from '../control/roles';
+import type { PolicyRecord } from '../control/policies';
 
 type Flags = Record<string, string | boolean | undefined>;
 
@@ -96,6 +99,39 @@ export function sourceListTable(rows: ReadonlyArray<Pick<SourceView, 'id' | 'typ
       return [r.id, r.type, r.name, r.enabled ? 'yes' : 'no', catalog, ...(byId ? [i ? `${i.assets} assets, ${shortTime(i.indexedAt)}` : 'not indexed'] : [])];
     }),
   );
+}
+
+/**
+ * The warning line for a PostgreSQL source with row rules but no writer role (task hnu42b item 1),
+ * or null: row views are created by the writer role, so without one every read, search, related
+ * document and get_document over a ruled table is refused `row_rules_unavailable`. Row rules here:
+ * a `rows` statement of a role granted on the source (`grantedRoles`), or an enabled
+ * `restrict_rows` policy whose `applies_to.sources` is absent or names the source.
+ */
+export function rowRulesWithoutWriterWarning(source: { id: string; type: string; settings: Record<string, unknown> }, grantedRoles: readonly SourceRoleRecord[], policies: readonly PolicyRecord[]): string | null {
+  if (source.type !== 'postgres') return null;
+  const writer = (source.settings.writer as { user?: unknown } | undefined)?.user;
+  if (typeof writer === 'string' && writer !== '') return null;
+  const roles = grantedRoles.filter((r) => r.statements.some((st) => typeof (st as { rows?: unknown }).rows === 'string')).map((r) => r.name);
+  const pols = policies.filter((p) => p.enabled && p.rule.type === 'restrict_rows' && (!p.applies_to?.sources || p.applies_to.sources.includes(source.id))).map((p) => p.name);
+  if (roles.length === 0 && pols.length === 0) return null;
+  const what = [roles.length ? `role(s) ${[...new Set(roles)].sort().join(', ')}` : '', pols.length ? `policy(ies) ${pols.sort().join(', ')}` : ''].filter(Boolean).join(' and ');
+  return (
+    `warning: source ${source.id} has row rules (${what}) but no writer role to create its row views: ` +
+    `agents' reads, searches and documents of the ruled tables are refused (row_rules_unavailable) until it has one: ` +
+    `interlock source update ${source.id} --writer-user <role> --writer-password-env <var> (docs/row-rules.md)`
+  );
+}
+
+/** rowRulesWithoutWriterWarning for source `id`, read through `backend`; null when it cannot be read (the warning is advice, never a failure). */
+export async function rowRulesWarningFor(backend: Pick<OperatorBackend, 'getSource' | 'listGrants' | 'listRoles' | 'listPolicies'>, id: string): Promise<string | null> {
+  try {
+    const [source, grants, roles, policies] = await Promise.all([backend.getSource(id), backend.listGrants({ source: id }), backend.listRoles(), backend.listPolicies()]);
+    const granted = new Set(grants.map((g) => g.roleName));
+    return rowRulesWithoutWriterWarning(source, roles.filter((r) => granted.has(r.name)), policies);
+  } catch {
+    return null;
+  }
 }
 
 /** Adds `update` and `remove` to the `source` command. */
