@@ -4,21 +4,33 @@
  * plain-JavaScript validators that tsc does not emit, and stamps the tree with the time the build
  * started, so bin/runtime.js runs it only while no source is newer. Also run by `prepare` (npm ci,
  * npm install); there `--if-possible` skips the build with a note when TypeScript is not installed
- * (the CLI then runs the sources through tsx).
+ * (the CLI then runs the sources through tsx), and `--if-stale` skips it when the tree is one
+ * bin/runtime.js would run (built, and no file under src/, generated/ or spec/ newer than its stamp):
+ * npm runs `prepare` again for `npm exec -- interlock …` in the clone, which rebuilt the tree that
+ * `npm ci` had just made (task hnu42b item 6: the first CLI command after `npm ci` took 24–40 s).
  *
- *   node scripts/build.js [--out DIR] [--if-possible]
+ *   node scripts/build.js [--out DIR] [--if-possible] [--if-stale]
  */
 'use strict';
 const fs = require('node:fs');
 const path = require('node:path');
 const { execFileSync } = require('node:child_process');
-const { STAMP } = require('../bin/runtime');
+const { STAMP, chooseRuntime } = require('../bin/runtime');
 
 const root = path.resolve(__dirname, '..');
 const args = process.argv.slice(2);
 const outIndex = args.indexOf('--out');
 const out = outIndex >= 0 ? path.resolve(args[outIndex + 1]) : path.join(root, 'dist');
 const ifPossible = args.includes('--if-possible');
+
+if (args.includes('--if-stale')) {
+  // The same judgement as bin/runtime.js, on this tree, whatever INTERLOCK_RUNTIME says.
+  const current = chooseRuntime(root, { INTERLOCK_DIST_DIR: out });
+  if (current.kind === 'compiled') {
+    process.stdout.write(`interlock build: ${path.relative(root, out) || out} is up to date with the sources; not rebuilt (npm run build forces it)\n`);
+    process.exit(0);
+  }
+}
 
 let tsc;
 try {

@@ -42,7 +42,8 @@ import { directBackend, type OperatorBackend } from '../admin/backend';
 import { remoteBackend } from '../admin/client';
 import { operatorOption, packageVersion, type CommandContext } from './context';
 import { configuredClaimGrants, replaceConfiguredClaimGrants } from '../control/claim-rules';
-import { registerSourceLifecycle, unreadableWarning } from './source';
+import { registerSourceLifecycle, rowRulesWarningFor, sourceListTable, unreadableWarning } from './source';
+import { listIndexStatus } from '../discovery/indexer';
 import { dropRowViews } from '../control/row-views';
 import { registerApply } from './apply';
 import { registerExport } from './export';
@@ -552,16 +553,9 @@ function buildProgram(io: CliIo, state: { session: Session | null }): Command {
   src.command('list').description('list sources with their type, state and catalog scan').action(async (_o: unknown, cmd: Command) => {
     const s = session(cmd);
     const rows = await (await s.backend()).listSources();
-    s.print(
-      table(
-        ['id', 'type', 'name', 'enabled', 'catalog'],
-        rows.map((r) => {
-          const c = r.catalog;
-          return [r.id, r.type, r.name, r.enabled ? 'yes' : 'no', c ? `${c.relations} relations, ${shortTime(c.scannedAt)}${c.truncated ? ' (truncated)' : ''}` : 'not scanned'];
-        }),
-      ),
-      rows,
-    );
+    // The discovery index lives in the control database: shown in direct mode only.
+    const index = s.remote ? undefined : await listIndexStatus(await s.db());
+    s.print(sourceListTable(rows, index), rows);
   });
   src
     .command('show')
@@ -592,9 +586,12 @@ function buildProgram(io: CliIo, state: { session: Session | null }): Command {
     .argument('<id>')
     .action(async (id: string, _o: unknown, cmd: Command) => {
       const s = session(cmd);
-      const r = await (await s.backend()).scanSource(id);
+      const backend = await s.backend();
+      const r = await backend.scanSource(id);
       const unreadable = unreadableWarning(id, r);
       if (unreadable) s.io.err(unreadable);
+      const ruled = await rowRulesWarningFor(backend, id);
+      if (ruled) s.io.err(ruled);
       s.print(`scanned ${r.sourceId}: ${r.relations} relation(s)${r.truncated ? ' (truncated)' : ''} at ${shortTime(r.scannedAt)}`, r);
     });
   src

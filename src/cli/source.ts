@@ -9,6 +9,12 @@ import { Option, type Command } from 'commander';
 import { ControlError, ValidationError } from '../control/errors';
 import { operatorOption, type CommandContext } from './context';
 import type { UnreadableRelation } from '../control/scan';
+import type { SourceView } from '../admin/backend';
+import type { IndexStatus } from '../discovery/types';
+import { shortTime, table } from './output';
+import type { OperatorBackend } from '../admin/backend';
+import type { SourceRoleRecord } from '../control/roles';
+import type { PolicyRecord } from '../control/policies';
 
 type Flags = Record<string, string | boolean | undefined>;
 
@@ -72,6 +78,60 @@ export function unreadableWarning(sourceId: string, scan: { unreadable?: Unreada
     `warning: the reader role of source ${sourceId} may not SELECT ${u.length} relation(s): ${list}; ` +
     `agents' reads of them are refused (source_permission_denied) until it may: GRANT SELECT ON ${u[0].relation} TO <reader role>, then run: interlock source scan ${sourceId}`
   );
+}
+
+/**
+ * The `source list` table (task hnu42b item 5: say what is true). Column `catalog`: a PostgreSQL
+ * source's scan (`N relations, time`, or `not scanned`); a documents source has no catalogue to scan
+ * (`none (documents)`). Column `index` (with `index`, the discovery index status per source, read
+ * on the control database in direct mode): `N assets, time`, or `not indexed`; without it (remote
+ * mode) the column is left out.
+ */
+export function sourceListTable(rows: ReadonlyArray<Pick<SourceView, 'id' | 'type' | 'name' | 'enabled' | 'catalog'>>, index?: readonly IndexStatus[]): string {
+  const byId = index ? new Map(index.map((i) => [i.sourceId, i])) : null;
+  const head = ['id', 'type', 'name', 'enabled', 'catalog', ...(byId ? ['index'] : [])];
+  return table(
+    head,
+    rows.map((r) => {
+      const c = r.catalog;
+      const catalog = c ? `${c.relations} relations, ${shortTime(c.scannedAt)}${c.truncated ? ' (truncated)' : ''}` : r.type === 'postgres' ? 'not scanned' : `none (${r.type})`;
+      const i = byId?.get(r.id);
+      return [r.id, r.type, r.name, r.enabled ? 'yes' : 'no', catalog, ...(byId ? [i ? `${i.assets} assets, ${shortTime(i.indexedAt)}` : 'not indexed'] : [])];
+    }),
+  );
+}
+
+/**
+ * The warning line for a PostgreSQL source with row rules but no writer role (task hnu42b item 1),
+ * or null: row views are created by the writer role, so without one every read, search, related
+ * document and get_document over a ruled table is refused `row_rules_unavailable`. Row rules here:
+ * a `rows` statement of a role granted on the source (`grantedRoles`), or an enabled
+ * `restrict_rows` policy whose `applies_to.sources` is absent or names the source.
+ */
+export function rowRulesWithoutWriterWarning(source: { id: string; type: string; settings: Record<string, unknown> }, grantedRoles: readonly SourceRoleRecord[], policies: readonly PolicyRecord[]): string | null {
+  if (source.type !== 'postgres') return null;
+  const writer = (source.settings.writer as { user?: unknown } | undefined)?.user;
+  if (typeof writer === 'string' && writer !== '') return null;
+  const roles = grantedRoles.filter((r) => r.statements.some((st) => typeof (st as { rows?: unknown }).rows === 'string')).map((r) => r.name);
+  const pols = policies.filter((p) => p.enabled && p.rule.type === 'restrict_rows' && (!p.applies_to?.sources || p.applies_to.sources.includes(source.id))).map((p) => p.name);
+  if (roles.length === 0 && pols.length === 0) return null;
+  const what = [roles.length ? `role(s) ${[...new Set(roles)].sort().join(', ')}` : '', pols.length ? `policy(ies) ${pols.sort().join(', ')}` : ''].filter(Boolean).join(' and ');
+  return (
+    `warning: source ${source.id} has row rules (${what}) but no writer role to create its row views: ` +
+    `agents' reads, searches and documents of the ruled tables are refused (row_rules_unavailable) until it has one: ` +
+    `interlock source update ${source.id} --writer-user <role> --writer-password-env <var> (docs/row-rules.md)`
+  );
+}
+
+/** rowRulesWithoutWriterWarning for source `id`, read through `backend`; null when it cannot be read (the warning is advice, never a failure). */
+export async function rowRulesWarningFor(backend: Pick<OperatorBackend, 'getSource' | 'listGrants' | 'listRoles' | 'listPolicies'>, id: string): Promise<string | null> {
+  try {
+    const [source, grants, roles, policies] = await Promise.all([backend.getSource(id), backend.listGrants({ source: id }), backend.listRoles(), backend.listPolicies()]);
+    const granted = new Set(grants.map((g) => g.roleName));
+    return rowRulesWithoutWriterWarning(source, roles.filter((r) => granted.has(r.name)), policies);
+  } catch {
+    return null;
+  }
 }
 
 /** Adds `update` and `remove` to the `source` command. */

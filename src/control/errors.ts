@@ -62,12 +62,15 @@ export class PasswordRequiredError extends ValidationError {
  * Formats ajv errors as "path: message" lines ("/statements/0/effect: must be equal to one of the
  * allowed values (allow, deny)"). With `knownKeys` (the keys the schema allows at an ajv
  * `schemaPath` ending in /additionalProperties, or undefined), an unknown key near a known one says
- * which: `unknown key "prot" (not allowed here; did you mean port?)`.
+ * which: `unknown key "prot" (not allowed here; did you mean port?)`. With `missingHint` (the text
+ * telling what a required property missing at an ajv `schemaPath` ending in /required may hold, or
+ * undefined), the line names it: `must have required property 'tls' ({"mode": "off" | "require" | …})`.
  */
 export function formatSchemaErrors(
   errors: ReadonlyArray<{ instancePath: string; schemaPath?: string; message?: string; keyword: string; params: Record<string, unknown> }> | null | undefined,
   root = '',
   knownKeys?: (schemaPath: string) => readonly string[] | undefined,
+  missingHint?: (schemaPath: string, property: string) => string | undefined,
 ): string[] {
   if (!errors || errors.length === 0) return [];
   const lines = new Set<string>();
@@ -80,6 +83,9 @@ export function formatSchemaErrors(
       const known = e.schemaPath && knownKeys ? knownKeys(e.schemaPath) : undefined;
       const near = known ? closestName(e.params.additionalProperty, known) : null;
       msg = `unknown key "${e.params.additionalProperty}" (not allowed here${near ? `; did you mean ${near}?` : ''})`;
+    } else if (e.keyword === 'required' && typeof e.params.missingProperty === 'string' && e.schemaPath && missingHint) {
+      const hint = missingHint(e.schemaPath, e.params.missingProperty);
+      if (hint) msg = `${msg} (${hint})`;
     } else if (e.keyword === 'enum' && Array.isArray(e.params.allowedValues)) {
       msg = `${msg} (${(e.params.allowedValues as unknown[]).map(String).join(', ')})`;
     } else if (e.keyword === 'const' && e.params.allowedValue !== undefined) {

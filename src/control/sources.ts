@@ -16,6 +16,7 @@ import { refuseOnePartRolesOnSource } from './catalog-names';
 import { untiePolicies } from './policies';
 import { checkClaimRulesNaming, untieClaimRules } from './claim-mappings';
 import { pinnedStartupOptions } from '../sources/postgres/session-settings';
+import sourceSchema from '../../spec/source-v1.schema.json';
 
 export type { DocumentsSourceSettings, PostgresSourceSettings, SourceDefinition } from '../../generated/source-v1';
 
@@ -56,6 +57,41 @@ function toRecord(r: SourceRow): SourceRecord {
     : { ...base, type: 'documents', settings: r.settings as DocumentsSourceSettings };
 }
 
+type SchemaNode = { $ref?: string; enum?: unknown[]; const?: unknown; type?: string; properties?: Record<string, SchemaNode>; required?: string[] };
+
+/** A schema node with its `$ref` (`#/$defs/<name>` of spec/source-v1.schema.json) followed. */
+function deref(node: SchemaNode | undefined): SchemaNode | undefined {
+  const m = node?.$ref?.match(/^#\/\$defs\/([A-Za-z0-9_]+)$/);
+  return m ? ((sourceSchema.$defs as Record<string, SchemaNode>)[m[1]] ?? node) : node;
+}
+
+/** The allowed values of a schema node as text (`"off" | "require"`), or undefined when it is not a closed set. */
+function allowedText(node: SchemaNode | undefined): string | undefined {
+  const n = deref(node);
+  if (Array.isArray(n?.enum)) return n.enum.map((x) => JSON.stringify(x)).join(' | ');
+  if (n?.const !== undefined) return JSON.stringify(n.const);
+  return undefined;
+}
+
+/**
+ * What a required property missing from settings (ajv `schemaPath` `#/…/required` of the
+ * `$defs/<def>` validator) may hold, read from spec/source-v1.schema.json (task hnu42b item 5): its
+ * allowed values, or for an object the allowed values of its own required members, e.g. `{"mode":
+ * "off" | "require" | "verify-ca" | "verify-full"}` for `tls`. Undefined when the schema names none.
+ */
+export function missingPropertyHint(def: string, schemaPath: string, property: string): string | undefined {
+  const parts = schemaPath.replace(/^#\/?/, '').split('/').filter((p) => p !== '');
+  if (parts.pop() !== 'required') return undefined;
+  // A path into $defs is the schema's own; any other is relative to the validator's definition.
+  let node: unknown = parts[0] === '$defs' ? sourceSchema : (sourceSchema.$defs as Record<string, SchemaNode>)[def];
+  for (const p of parts) node = node && typeof node === 'object' ? (node as Record<string, unknown>)[p] : undefined;
+  const prop = deref((node as SchemaNode | undefined)?.properties?.[property]);
+  const direct = allowedText(prop);
+  if (direct) return `one of ${direct}`;
+  const members = (prop?.required ?? []).map((k) => [k, allowedText(prop?.properties?.[k])] as const).filter((x): x is readonly [string, string] => x[1] !== undefined);
+  return members.length ? `{${members.map(([k, t]) => `${JSON.stringify(k)}: ${t}`).join(', ')}}` : undefined;
+}
+
 /**
  * Validates a source definition (parsed JSON/YAML) against spec/source-v1.schema.json and returns
  * it typed. Throws ValidationError whose details are "path: message" lines.
@@ -69,7 +105,8 @@ export function parseSourceDefinition(input: unknown): SourceDefinition {
     const v = obj.type === 'postgres' ? validateSourceDefinitionPostgresSettings : obj.type === 'documents' ? validateSourceDefinitionDocumentsSettings : null;
     if (v) {
       const others = details.filter((l) => !l.startsWith('/settings'));
-      details = v(obj.settings) ? others : [...others, ...formatSchemaErrors(v.errors, '/settings')];
+      const def = obj.type === 'postgres' ? 'postgresSettings' : 'documentsSettings';
+      details = v(obj.settings) ? others : [...others, ...formatSchemaErrors(v.errors, '/settings', undefined, (path, prop) => missingPropertyHint(def, path, prop))];
     }
   }
   throw new ValidationError('invalid source definition', details);

@@ -45,9 +45,14 @@ export async function exportInterlockFile(db: ControlDb): Promise<InterlockFile>
   };
 }
 
-/** The file as YAML text, with a header naming the password variables it expects. */
+/**
+ * The file as YAML text, with a header naming the password variables it expects. Strings a YAML
+ * 1.1 reader would take for another type (`off`, `yes`, `on`, `0777`) are quoted (the yaml
+ * library's `compat: 'yaml-1.1'`; task hnu42b item 5), so PyYAML and other 1.1 tools read
+ * `mode: "off"` as the string it is, not false.
+ */
 export function renderInterlockFile(file: InterlockFile): string {
   const vars = (file.sources ?? []).flatMap((s) => ['reader', 'writer'].map((w) => (s.settings as Record<string, FileCredentials | undefined>)[w]?.password_env).filter((v): v is string => !!v));
   const header = ['# InterLock configuration (interlock export). Apply with: interlock apply -f FILE --plan', ...(vars.length ? [`# Passwords are references (${vars.join(', ')}): an unset variable keeps the stored password; set one to change it.`] : [])];
-  return `${header.join('\n')}\n${YAML.stringify(file)}`;
+  return `${header.join('\n')}\n${YAML.stringify(file, { compat: 'yaml-1.1' })}`;
 }

@@ -53,15 +53,24 @@ export interface DiscoveryScope {
   lineageDigest?: string;
   /** Key of `hash` masks (the gateway's mask secret); without it `hash` masks as `full`. */
   maskSecret?: string;
+  /**
+   * Mapped relations whose row rules for the caller cannot be enforced now (the row filter answered
+   * `unavailable`: the source's row views cannot be created, e.g. no writer role). Non-empty: the
+   * discovery tools refuse the call `row_rules_unavailable`, as interlock_query refuses a read of
+   * such a relation, rather than answer a result that silently leaves those rows out (task hnu42b).
+   */
+  rowRulesUnavailable?: string[];
 }
 
 /**
  * Which rows of one mapped relation a caller with row rules may see (issue 27 item 3), decided
  * against the source by the caller (src/tools/handlers/discover.ts `rowFilterFor`): `all` (no rule
- * applies), `none` (refused: a missing attribute, an unenforceable rule, the source unreachable), or
- * the id-column texts of the permitted rows, as the indexer reads them (`(id)::text`).
+ * applies), `none` (refused: a missing attribute, an unenforceable rule, the source unreachable),
+ * `unavailable` (the rule applies but the source's row views cannot be created: interlock_query's
+ * `row_rules_unavailable`; the relation shows nothing and the scope records it), or the id-column
+ * texts of the permitted rows, as the indexer reads them (`(id)::text`).
  */
-export type RowFilterAnswer = { kind: 'all' } | { kind: 'none' } | { kind: 'ids'; ids: string[] };
+export type RowFilterAnswer = { kind: 'all' } | { kind: 'none' } | { kind: 'unavailable' } | { kind: 'ids'; ids: string[] };
 
 /** What the row filter is asked: the mapped relation and the columns feeding its documents (the id first). */
 export interface RowFilterRequest {
@@ -161,16 +170,18 @@ export async function resolveScope(
     }
   }
   const decided = decideRelations(evaluator, policies, subject, sourceId, now, lineage.relations, catalog ? viewColumnExpander(catalog) : undefined, hierarchy);
-  const relations = await filterRows(decided, lineage.relations, sourceId, treeChanged, rowFilter);
-  return { ...scope, relations, ...(lineage.digest ? { lineageDigest: lineage.digest } : {}), ...(maskSecret ? { maskSecret } : {}) };
+  const unavailable: string[] = [];
+  const relations = await filterRows(decided, lineage.relations, sourceId, treeChanged, rowFilter, unavailable);
+  return { ...scope, relations, ...(lineage.digest ? { lineageDigest: lineage.digest } : {}), ...(maskSecret ? { maskSecret } : {}), ...(unavailable.length ? { rowRulesUnavailable: unavailable.sort() } : {}) };
 }
 
 /**
  * Row rules on mapped rows (issue 27 item 3): each relation marked `rowCheck` is asked of `rowFilter`
  * (in parallel); `none`, a missing filter, or a tree changed since the scan (the rules are planned on
- * the catalogue's tree) drops it; `ids` keeps only those rows' documents (`permitted`, as asset ids).
+ * the catalogue's tree) drops it; `unavailable` drops it and adds it to `unavailable`; `ids` keeps
+ * only those rows' documents (`permitted`, as asset ids).
  */
-async function filterRows(decided: RelationAccess[], lineage: readonly RelationLineage[], sourceId: string, treeChanged: boolean, rowFilter: RowFilter | undefined): Promise<RelationAccess[]> {
+async function filterRows(decided: RelationAccess[], lineage: readonly RelationLineage[], sourceId: string, treeChanged: boolean, rowFilter: RowFilter | undefined, unavailable: string[]): Promise<RelationAccess[]> {
   const byRelation = new Map(lineage.map((l) => [l.relation, l]));
   const answers = await Promise.all(
     decided.map(async (r): Promise<RelationAccess | null> => {
@@ -183,6 +194,10 @@ async function filterRows(decided: RelationAccess[], lineage: readonly RelationL
       const a = await rowFilter({ relation: r.relation, schema: r.relation.slice(0, dot), table: r.relation.slice(dot + 1), idColumn, columns: [idColumn, ...columns.filter((c) => c !== idColumn)] });
       if (a.kind === 'all') return r;
       if (a.kind === 'none') return null;
+      if (a.kind === 'unavailable') {
+        unavailable.push(r.relation);
+        return null;
+      }
       // The asset id of a row, as the indexer makes it (tables.ts rowToAsset).
       const prefix = `${sourceId}:${r.relation}/`;
       return { ...r, permitted: a.ids.map((id) => prefix + cleanText(id).trim()) };

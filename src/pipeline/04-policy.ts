@@ -103,8 +103,12 @@ export function policyStep(policies: Policy[], subject: PolicySubject, a: OkAnal
     const shown = (c: { schema: string; table: string; column: string }) => (named.has(`${c.schema}.${c.table}`) ? `Column ${key(c)} is` : 'A column this statement reads through a view is');
     const misused = uses.find((c) => masked.has(key(c)));
     if (misused) {
-      const count = named.has(`${misused.schema}.${misused.table}`) ? ` (or counted with count(${misused.column}))` : '';
-      return { ok: false, outcome: { kind: 'refusal', code: 'policy_denied', message: `${shown(misused)} masked by policy: it can only be selected as it is${count}, not used in conditions, expressions, joins, grouping, ordering, set operations or writes.` } };
+      // Only what works is suggested (task hnu42b item 2): an aggregate over a masked column is an
+      // output derived from it, masked whole (count(email) answers '***'; a `full` mask hides
+      // nullness, so a count of its non-null values would tell more than the mask), while count(*)
+      // reads no column.
+      const count = named.has(`${misused.schema}.${misused.table}`) ? ` (count(${misused.column}) too)` : '';
+      return { ok: false, outcome: { kind: 'refusal', code: 'policy_denied', message: `${shown(misused)} masked by policy: it can only be selected as it is, not used in conditions, expressions, joins, grouping, ordering, set operations or writes; an aggregate of it${count} returns the mask, and count(*) counts rows.` } };
     }
     if (a.kind === 'write') {
       // A write must not copy a masked value somewhere it would be read back in clear.

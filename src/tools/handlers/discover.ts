@@ -19,7 +19,7 @@ import { sourceStep } from '../../pipeline/02-source';
 import { rateLimitStep, type RateLimiter } from '../../pipeline/05-rate-limit';
 import { TOOL_DEFAULTS } from '../registry';
 import type { ToolCallContext, ToolHandler, ToolOutcome } from '../types';
-import { mayAct, policyRefusal, resolveScope, type RowFilter, type RowFilterRequest } from '../../discovery/access';
+import { mayAct, policyRefusal, resolveScope, type DiscoveryScope, type RowFilter, type RowFilterRequest } from '../../discovery/access';
 import { cleanText } from '../../discovery/metadata';
 import type { AccessEvaluator as Evaluator } from '../../governance/evaluator';
 import type { ConnectorProvider } from '../../pipeline/07-execute';
@@ -85,7 +85,12 @@ export function rowFilterFor(deps: Pick<DiscoveryDeps, 'rowReads'>, source: Sour
     // missingRelationIsRowView).
     for (let attempt = 0; ; attempt++) {
       try {
-        if (!(await reads.rowViews.ensure(source, plan.plan.views, catalog.scannedAt))) return { kind: 'none' };
+        if (!(await reads.rowViews.ensure(source, plan.plan.views, catalog.scannedAt))) {
+          // A relation a row view reads gone since the scan: that relation shows nothing. Views that
+          // cannot be created (no writer role, no schema interlock_rows; logged by the provisioner)
+          // are interlock_query's row_rules_unavailable: the call is refused, not answered short.
+          return reads.rowViews.baseGone(source.id, plan.plan.views, catalog.scannedAt) ? { kind: 'none' } : { kind: 'unavailable' };
+        }
         const read = await reads.connectors.reader(source).read(plan.plan.sql, [], { maxRows: MAX_PERMITTED_IDS, maxBytes: 64 * 1024 * 1024, identityId: identity.id, settings: plan.plan.settings });
         if (read.truncated || read.guardTripped) return { kind: 'none' };
         const ambiguous = await ambiguousIds(reads.connectors.reader(source), r, identity.id);
@@ -192,6 +197,15 @@ export function parseFilters(args: Record<string, unknown>): { ok: true; filters
   return { ok: true, filters: f };
 }
 
+/**
+ * The refusal of a discovery call whose scope holds a mapped relation with row rules the source
+ * cannot enforce now (DiscoveryScope.rowRulesUnavailable): `row_rules_unavailable` (503,
+ * retryable), the code and default message interlock_query answers for a read of it; null otherwise.
+ */
+export function rowRulesRefusal(scope: DiscoveryScope): ToolOutcome | null {
+  return scope.rowRulesUnavailable?.length ? { kind: 'refusal', code: 'row_rules_unavailable' } : null;
+}
+
 /** The answer to a query PostgreSQL cannot turn into a text-search query. */
 const UNUSABLE_QUERY = 'The query cannot be turned into a PostgreSQL text-search query (for example a long run of "-" operators or a very long word); write it as plain words, "quoted phrases", OR and -word.';
 
@@ -200,7 +214,8 @@ const UNUSABLE_QUERY = 'The query cannot be turned into a PostgreSQL text-search
  * {hits: DiscoverHit[], truncated: boolean}; at most `limit` hits (default and maximum from
  * spec/: 10 and 50), expansions included. Refusals: unknown_source (404), source_disabled (503),
  * source_role_denied (403, no discover allow on the source), policy_denied (403), rate_limited
- * (429); invalid_arguments for an unreadable time_range, or for query text PostgreSQL cannot turn into
+ * (429), row_rules_unavailable (503: a mapped relation's row rules for the caller cannot be enforced
+ * now, rowRulesRefusal); invalid_arguments for an unreadable time_range, or for query text PostgreSQL cannot turn into
  * a tsquery (checked only once the search failed). Other index errors → tool_execution_failed (opaque).
  */
 export function discoverHandler(deps: DiscoveryDeps): ToolHandler {
@@ -232,6 +247,8 @@ export function discoverHandler(deps: DiscoveryDeps): ToolHandler {
     }
     const limited = await rateLimitStep(deps.rateLimiter, ctx, identity.id, sourceId);
     if (limited) return limited;
+    const unenforceable = rowRulesRefusal(scope);
+    if (unenforceable) return unenforceable;
 
     const limit = clampLimit(args.limit, TOOL_DEFAULTS.discover_limit, DISCOVER_MAX_LIMIT);
     const query = String(args.query);

@@ -22,7 +22,7 @@ import { rateLimitStep, type RateLimiter } from '../../pipeline/05-rate-limit';
 import type { ToolCallContext, ToolOutcome } from '../types';
 import { mayAct, policyRefusal, resolveScope } from '../../discovery/access';
 import { getDocument } from '../../discovery/search';
-import { liveTreesFor, rowFilterFor, type DiscoveryDeps } from './discover';
+import { liveTreesFor, rowFilterFor, rowRulesRefusal, type DiscoveryDeps } from './discover';
 
 /** What documentsConnectorRequest needs (the same objects the discovery handlers get). */
 export interface ConnectorRequestDeps {
@@ -45,7 +45,8 @@ export type ConnectorRequestHook = (source: SourceRecord, request: Record<string
  * Builds the connector-request hook. Operation get_document → result whose text is the JSON of
  * DocumentContent {asset_id, source_id, title, body, document_type, category_path, timestamp,
  * entities, links, indexed_at} (also structuredContent). Refusals: identity_required,
- * source_role_denied, policy_denied, rate_limited, unknown_asset; an unknown operation →
+ * source_role_denied, policy_denied, rate_limited, row_rules_unavailable (rowRulesRefusal),
+ * unknown_asset; an unknown operation →
  * invalid_arguments. Audit details: row_count 1 and asset_id on success.
  */
 export function documentsConnectorRequest(deps: ConnectorRequestDeps): ConnectorRequestHook {
@@ -72,6 +73,8 @@ export function documentsConnectorRequest(deps: ConnectorRequestDeps): Connector
     }
     const limited = await rateLimitStep(deps.rateLimiter, ctx, identity.id, source.id);
     if (limited) return limited;
+    const unenforceable = rowRulesRefusal(scope);
+    if (unenforceable) return unenforceable;
     const linkScope = await resolveScope(deps.db.pool, evaluator, policies, subject, source.id, 'discover', at, deps.maskSecret, catalog, liveTreesFor(deps, source), rows);
     const doc = await getDocument(deps.db.pool, scope, linkScope, request.asset_id);
     if (!doc) return { kind: 'refusal', code: 'unknown_asset', message: 'No asset with that id is visible to this identity. Use an asset_id returned by interlock_discover.' };

@@ -20,7 +20,7 @@ import { TOOL_DEFAULTS } from '../registry';
 import type { ToolHandler, ToolOutcome } from '../types';
 import { mayAct, policyRefusal, resolveScope } from '../../discovery/access';
 import { assetSource, assetVisible, relatedAssets } from '../../discovery/search';
-import { auditDetails, clampLimit, jsonResult, RELATED_MAX_LIMIT, liveTreesFor, rowFilterFor, type DiscoveryDeps } from './discover';
+import { auditDetails, clampLimit, jsonResult, RELATED_MAX_LIMIT, liveTreesFor, rowFilterFor, rowRulesRefusal, type DiscoveryDeps } from './discover';
 
 /** The one answer for an asset that is missing or not visible to the caller. */
 export function unknownAsset(): ToolOutcome {
@@ -31,7 +31,8 @@ export function unknownAsset(): ToolOutcome {
  * Builds the interlock_related_documents handler. Result (text JSON and structuredContent):
  * {asset_id, source_id, related: RelatedDocument[]} with at most `limit` entries (default and
  * maximum from spec/: 10 and 50). Refusals: unknown_asset (404; also for any asset the caller
- * may not see), source_disabled (503), policy_denied (403), rate_limited (429).
+ * may not see), source_disabled (503), policy_denied (403), rate_limited (429), row_rules_unavailable
+ * (503: a mapped relation's row rules for the caller cannot be enforced now; rowRulesRefusal).
  */
 export function relatedDocumentsHandler(deps: DiscoveryDeps): ToolHandler {
   const now = deps.now ?? (() => new Date());
@@ -58,7 +59,15 @@ export function relatedDocumentsHandler(deps: DiscoveryDeps): ToolHandler {
     // A disabled source is not read for row rules (its ruled relations show nothing, fail closed).
     const rows = source.enabled ? rowFilterFor(deps, source, evaluator, identity, catalog, policies) : undefined;
     const scope = await resolveScope(deps.db.pool, evaluator, policies, subject, sourceId, 'discover', at, deps.maskSecret, catalog, liveTreesFor(deps, source), rows);
-    if (!mayAct(scope) || !(await assetVisible(deps.db.pool, scope, assetId))) return invisible();
+    if (!mayAct(scope)) return invisible();
+    // Row rules the source cannot enforce now (no row views): refused as interlock_query and
+    // interlock_discover refuse, for every asset id of the source alike (no existence hint).
+    const unenforceable = rowRulesRefusal(scope);
+    if (unenforceable) {
+      audit.source_id = sourceId;
+      return (await rateLimitStep(deps.rateLimiter, ctx, identity.id, sourceId)) ?? unenforceable;
+    }
+    if (!(await assetVisible(deps.db.pool, scope, assetId))) return invisible();
 
     audit.source_id = sourceId;
     if (!source.enabled) return { kind: 'refusal', code: 'source_disabled', message: `Source '${sourceId}' is disabled by an operator.` };

@@ -7,8 +7,8 @@
  * checkout's own dist/ is never touched while other suites run.
  */
 import { execFile, spawn, type ChildProcess } from 'node:child_process';
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { join } from 'node:path';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { join, relative } from 'node:path';
 import { startGovernedEnv, type GovernedEnv } from '../../helpers/governed';
 import { freePort } from '../sources/cluster';
 
@@ -52,6 +52,17 @@ test('an up-to-date compiled tree is what the CLI runs', async () => {
   expect(r.stdout.trim()).toBe(VERSION);
   expect(r.stderr).toBe(`interlock runtime: compiled ${out}\n`);
 });
+
+test('prepare (--if-stale) leaves an up-to-date tree as it is: npm exec -- interlock after npm ci does not rebuild (task hnu42b item 6)', async () => {
+  const stamp = readFileSync(join(out, '.built-at'), 'utf8');
+  const r = await new Promise<{ code: number; stdout: string }>((resolve) =>
+    execFile(process.execPath, [join(ROOT, 'scripts', 'build.js'), '--out', out, '--if-possible', '--if-stale'], { cwd: ROOT, timeout: 180_000 }, (err, stdout) => resolve({ code: err ? 1 : 0, stdout })),
+  );
+  expect(r.code).toBe(0);
+  expect(r.stdout).toBe(`interlock build: ${relative(ROOT, out)} is up to date with the sources; not rebuilt (npm run build forces it)\n`);
+  expect(readFileSync(join(out, '.built-at'), 'utf8')).toBe(stamp);
+  expect((require(join(ROOT, 'package.json')) as { scripts: Record<string, string> }).scripts.prepare).toBe('node scripts/build.js --if-possible --if-stale');
+}, 200_000);
 
 test('serve from the compiled tree finds its migrations, serves every catalogue tool, a governed read and the console page', async () => {
   const port = await freePort();
@@ -102,4 +113,11 @@ test('a tree older than the sources is not run: tsx runs the sources, and INTERL
   expect(forced.code).toBe(2);
   expect(forced.stderr).toBe(`error: INTERLOCK_RUNTIME=compiled: ${out} is older than the sources (npm run build refreshes it)\n`);
   expect(forced.stdout).toBe('');
-}, 60_000);
+  // prepare (--if-stale) rebuilds such a tree (task hnu42b item 6).
+  const rebuilt = await new Promise<{ code: number; stdout: string }>((resolve) =>
+    execFile(process.execPath, [join(ROOT, 'scripts', 'build.js'), '--out', out, '--if-possible', '--if-stale'], { cwd: ROOT, timeout: 180_000 }, (err, stdout) => resolve({ code: err ? 1 : 0, stdout })),
+  );
+  expect(rebuilt.code).toBe(0);
+  expect(rebuilt.stdout).toMatch(/^interlock build: compiled JavaScript in .+ \(\d+\.\d s\)\n$/);
+  expect(Number(readFileSync(join(out, '.built-at'), 'utf8'))).toBeGreaterThan(1);
+}, 240_000);

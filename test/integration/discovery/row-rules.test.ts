@@ -12,6 +12,7 @@ import { relatedDocumentsHandler } from '../../../src/tools/handlers/related';
 import { documentsConnectorRequest } from '../../../src/tools/handlers/documents-request';
 import type { ToolOutcome } from '../../../src/tools/types';
 import { startRowDiscoverySource, type RowDiscoverySource } from '../../helpers/discovery-rows';
+import { rowViewProvisioner } from '../../../src/pipeline/row-views';
 
 let fx: RowDiscoverySource;
 let su: RowDiscoverySource['su'];
@@ -99,4 +100,24 @@ test('without a row reader (or for a caller whose rule cannot be enforced) the r
   expect(await (await caller({ regions: ['eu'] }, RULED, false)).discover()).toEqual(['hr:public.wiki/1']);
   const plain = RULED.map((s) => (s.resource === 'public.notes' ? { effect: 'allow' as const, action: 'read' as const, resource: 'public.notes' } : s));
   expect(await (await caller(undefined, plain)).discover()).toEqual([...docs([1, 2, 3, 4, 5, 6, 7, 8, 9]), 'hr:public.wiki/1'].sort());
+});
+
+test('row views that cannot be created (no writer role): discover, related documents and get_document refuse row_rules_unavailable as interlock_query does, never an empty answer (task hnu42b item 1)', async () => {
+  const { record, role, deps, ctx } = await fx.caller({ regions: ['eu'] }, RULED);
+  const failing = rowViewProvisioner(async () => {
+    throw Object.assign(new Error('permission denied for database'), { sqlState: '42501' });
+  });
+  deps.rowReads = { connectors: deps.rowReads!.connectors, rowViews: failing };
+  const refusal = (o: ToolOutcome) => (o.kind === 'refusal' ? { kind: o.kind, code: o.code } : o);
+  expect(refusal(await discoverHandler(deps)({ source_id: 'hr', query: 'wiki', limit: 50 }, ctx()))).toEqual({ kind: 'refusal', code: 'row_rules_unavailable' });
+  expect(refusal(await relatedDocumentsHandler(deps)({ asset_id: 'hr:public.wiki/1', limit: 50 }, ctx()))).toEqual({ kind: 'refusal', code: 'row_rules_unavailable' });
+  expect(refusal(await relatedDocumentsHandler(deps)({ asset_id: 'hr:public.notes/1', limit: 50 }, ctx()))).toEqual({ kind: 'refusal', code: 'row_rules_unavailable' });
+  expect(refusal(await documentsConnectorRequest(deps)(record, { operation: 'get_document', asset_id: 'hr:public.notes/3' }, ctx(), new AccessEvaluator([{ sourceId: 'hr', role }])))).toEqual({ kind: 'refusal', code: 'row_rules_unavailable' });
+  // An identity with no row rule on the source is not affected.
+  const plain = RULED.map((s) => (s.resource === 'public.notes' ? { effect: 'allow' as const, action: 'read' as const, resource: 'public.notes' } : s));
+  const other = await fx.caller(undefined, plain);
+  other.deps.rowReads = { connectors: other.deps.rowReads!.connectors, rowViews: failing };
+  const ok = await discoverHandler(other.deps)({ source_id: 'hr', query: 'wiki', limit: 50 }, other.ctx());
+  expect(ok.kind).toBe('result');
+  expect((sc(ok).hits as Array<{ asset_id: string }>).map((h) => h.asset_id)).toEqual(['hr:public.wiki/1']);
 });
