@@ -213,14 +213,15 @@ export class PostgresSourceConnector {
    * connection, the statement over the extended protocol; any error rolls back.
    *
    * `opts.settings` (name, value pairs) are set transaction-locally before the statement: a row-ruled
-   * write's identity attributes (issue 27), read by the row views' rules.
+   * write's identity attributes (issue 27), read by the row views' rules. `opts.countChanges`: count
+   * every row the statement changes in its transaction, not only its command tag's (runWrite).
    *
    * @returns rowCount of the statement
    * @throws SourceError: as `read`; 'execution_failed' also when no writer role is configured, or when the
    *   statement ended the transaction itself. An abort after COMMIT was sent is ignored (the outcome is then
    *   the real one, never a false 'cancelled').
    */
-  write(sql: string, params: unknown[], opts: { signal?: AbortSignal; settings?: ReadonlyArray<readonly [string, string]> } = {}): Promise<{ rowCount: number }> {
+  write(sql: string, params: unknown[], opts: { signal?: AbortSignal; settings?: ReadonlyArray<readonly [string, string]>; countChanges?: boolean } = {}): Promise<{ rowCount: number }> {
     if (opts.signal?.aborted) return Promise.reject(new SourceError('cancelled'));
     if (!this.s.writer) return Promise.reject(localFailure('no writer role is configured for this source'));
     let values: unknown[];
@@ -230,7 +231,7 @@ export class PostgresSourceConnector {
     } catch (err) {
       return Promise.reject(err);
     }
-    return this.guard(() => runWrite(this.ctx, sql, values, opts.signal, opts.settings));
+    return this.guard(() => runWrite(this.ctx, sql, values, opts.signal, opts.settings, opts.countChanges === true));
   }
 
   /**
