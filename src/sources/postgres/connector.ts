@@ -30,6 +30,7 @@ import { readReferentialKeys, readViewDefinitions, MAX_REFERENTIAL_KEY_ROWS } fr
 import type { ReferencingKey, RelationName } from '../../sql/catalog-types';
 import type { LiveRelationTree } from '../../sql/hierarchy';
 import { lendReader, runWrite } from './write';
+import { writerMissingPrivileges, type WritePrivilege } from './writer-privileges';
 
 export { SourceError, type SourceErrorCode } from './errors';
 export { type BreakerState } from './breaker';
@@ -184,6 +185,18 @@ export class PostgresSourceConnector {
    */
   viewDefinitions(views: readonly RelationName[], opts: { signal?: AbortSignal; identityId?: string } = {}): Promise<Map<string, string>> {
     return readViewDefinitions((sql, params) => this.read(sql, params, { maxRows: views.length + 1, maxBytes: 16 * 1024 * 1024, ...opts }), views);
+  }
+
+  /**
+   * The write privileges the source's writer role lacks on `relations` (writer-privileges.ts), read
+   * as a read of `opts.identityId` (fair share and breaker apply); null when no writer role is
+   * configured. A queued write whose target its writer may not modify is refused before it waits
+   * for an operator (task hnu42a finding 3).
+   * @throws as `read`, or Error for a malformed answer
+   */
+  async writerMissingPrivileges(relations: readonly RelationName[], opts: { signal?: AbortSignal; identityId?: string } = {}): Promise<Map<string, WritePrivilege[]> | null> {
+    if (!this.s.writer) return null;
+    return writerMissingPrivileges((sql, params) => this.read(sql, params, { maxRows: relations.length + 1, maxBytes: 16 * 1024 * 1024, ...opts }), this.s.writer.user, relations);
   }
 
   /**
