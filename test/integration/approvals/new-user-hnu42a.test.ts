@@ -11,6 +11,7 @@ import { scanSource } from '../../../src/control/scan';
 import { rejectApproval } from '../../../src/approvals/execute';
 import { unreadableWarning } from '../../../src/cli/source';
 import { installPath } from '../../../src/install-root';
+import { searchAudit } from '../../../src/audit/writer';
 
 let env: GovernedEnv;
 beforeAll(async () => void (env = await startGovernedEnv()), 90_000);
@@ -35,6 +36,8 @@ describe('finding 3: writes the writer role cannot run are not queued', () => {
     });
     expect(r.structuredContent.approval_id).toBeUndefined();
     expect(await pendingCount()).toBe(before);
+    const trail = await searchAudit(env.db, { requestId: r.structuredContent.request_id });
+    expect(trail.events.map((e) => [e.decision, e.reasonCode, e.details.writer_missing])).toEqual([['refused', 'source_permission_denied', 'public.playlist_track: DELETE']]);
   });
 
   test('a data-modifying CTE that deletes there is refused too; an UPDATE the writer may run is still queued', async () => {
