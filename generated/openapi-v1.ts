@@ -1334,6 +1334,12 @@ export interface components {
                 relation: string;
                 columns?: string[];
             }[];
+            /** @description Tables (plain and partitioned) the source's writer role may not INSERT, UPDATE or DELETE (`privileges`, in that order; has_schema_privilege USAGE, has_any_column_privilege, has_table_privilege, checked on the server for the writer role): writes of them are refused with source_permission_denied before they are queued until an operator grants it. Absent when the source has no writer role. */
+            unwritable?: {
+                /** @description schema.name */
+                relation: string;
+                privileges: ("INSERT" | "UPDATE" | "DELETE")[];
+            }[];
         };
         SourceAdded: {
             source: components["schemas"]["SourceView"];
@@ -1402,6 +1408,11 @@ export interface components {
                 unreadable?: {
                     relation: string;
                     columns?: string[];
+                }[];
+                /** @description As ScanResult.unwritable: tables the writer role may not INSERT, UPDATE or DELETE. */
+                unwritable?: {
+                    relation: string;
+                    privileges: ("INSERT" | "UPDATE" | "DELETE")[];
                 }[];
                 error?: string;
             }[];
@@ -1556,12 +1567,14 @@ export interface components {
             approval: components["schemas"]["Approval"];
             /** @description The statement deletes, updates or merges rows. */
             destructive: boolean;
-            /** @description The planner's estimate of the rows the write changes (each Insert/Update/Delete/Merge node's input, summed), null without a plan. */
+            /** @description The planner's estimate of the rows the write changes (each Insert/Update/Delete/Merge node's input, summed), of the plan below (with the requester's row rules when plan.rowRules), null without a plan. */
             estimate: number | null;
-            /** @description EXPLAIN as the writer role, pending approvals only; null when the approval is not pending or its source is gone. ok false: why there is no plan (operator text). */
+            /** @description EXPLAIN as the writer role of the statement approving now would run, pending approvals only; null when the approval is not pending or its source is gone. rowRules true: the requester's row rules apply, and the plan (so the estimate) is of their rewrite as the approved run executes it (task hnu42a). ok false: why there is no plan (operator text), also when approving now would not run the write (its re-check refuses it). */
             plan: null | {
                 ok: boolean;
                 lines?: string[];
+                /** @enum {boolean} */
+                rowRules?: true;
                 reason?: string;
             };
             /** @description Pending only (task hnu4b, as the console's detail): why approving will not run the write (the queuing key revoked or expired, or its identity disabled); null otherwise. `interlock approval show|approve` print it as a warning. */

@@ -164,6 +164,21 @@ async function recheck(db: ControlDb, a: ApprovalRecord, now: Date, connectorFor
 }
 
 /**
+ * What approving pending approval `a` now would decide, without deciding it: the re-check's refusal
+ * code, or the row-rule plan the write would run with (null: none applies). For the operator's
+ * review (src/console/plan.ts, hnu42 finding 2), so the plan shown is of the statement that runs.
+ * Uses connectors of its own, closed before it returns. Throws what the control database throws.
+ */
+export async function approvalRunPlan(db: ControlDb, a: ApprovalRecord, now: Date = new Date()): Promise<{ denied: string } | { denied: null; plan: RowRulePlan | null }> {
+  const registry = new SourceConnectorRegistry();
+  try {
+    return await recheck(db, a, now, (settings) => registry.get(a.sourceId, settings));
+  } finally {
+    await registry.closeAll();
+  }
+}
+
+/**
  * How long deciding an approval (its new state and its approval event, one transaction) waits for
  * one lock, in ms: the approval's row or the approval events' chain, which the runtime role can hold
  * (red team rtop finding 6). Past it the decision is rolled back, event and all, and answered

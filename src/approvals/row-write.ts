@@ -12,14 +12,36 @@
 import type { SourceRecord } from '../governance/store';
 import type { RowRulePlan } from '../pipeline/row-rules';
 import { rowViewProvisioner } from '../pipeline/row-views';
+import { parseSql } from '../sql/parser';
 
 /** What runs the statements: the source connector's writer (PostgresSourceConnector.write). */
 export interface RowWriter {
-  write(sql: string, params: unknown[], opts?: { settings?: ReadonlyArray<readonly [string, string]> }): Promise<{ rowCount: number }>;
+  write(sql: string, params: unknown[], opts?: { settings?: ReadonlyArray<readonly [string, string]>; countChanges?: boolean }): Promise<{ rowCount: number }>;
+}
+
+const PLAIN_WRITES = new Set(['InsertStmt', 'UpdateStmt', 'DeleteStmt', 'MergeStmt']);
+
+/**
+ * True when `sql`'s command tag counts every row the statement itself changes: one INSERT, UPDATE,
+ * DELETE or MERGE without a WITH clause. False for anything else, unparsable text included (fail
+ * closed): a data-modifying CTE's rows are not in the tag, which counts only the statement on top
+ * (`WITH x AS (UPDATE … RETURNING 1) SELECT 1 WHERE false` says 0; hnu42 finding 1), so such a write
+ * is run with the server's count of the rows it changed (RowWriter `countChanges`). Needs the parser loaded.
+ */
+export function commandTagCountsEveryChange(sql: string): boolean {
+  try {
+    const stmts = parseSql(sql).stmts ?? [];
+    if (stmts.length !== 1 || !stmts[0]!.stmt) return false;
+    const [kind, node] = Object.entries(stmts[0]!.stmt)[0] ?? [];
+    return typeof kind === 'string' && PLAIN_WRITES.has(kind) && !(node as { withClause?: unknown } | undefined)?.withClause;
+  } catch {
+    return false;
+  }
 }
 
 /**
- * Outcome: the rows changed, or an approvalFailures code (spec/errors-v1.json): `row_rules_unavailable`
+ * Outcome: the rows changed (never fewer than the server changed for a statement whose command tag
+ * does not count them all: commandTagCountsEveryChange), or an approvalFailures code (spec/errors-v1.json): `row_rules_unavailable`
  * (a view could not be created; `err` unset), `row_rule_violation` (a written row outside the rule),
  * or null when the statement failed otherwise (`err` is what the writer threw; the caller classifies it).
  */
@@ -54,7 +76,9 @@ export async function runPlannedWrite(writer: RowWriter, source: SourceRecord, s
     for (const v of plan.views) if (!(await views.ensure(source, [v]))) return { ok: false, code: 'row_rules_unavailable' };
   }
   try {
-    const r = await writer.write(plan ? plan.sql : sql, params, plan ? { settings: plan.settings } : {});
+    const text = plan ? plan.sql : sql;
+    const countChanges = !commandTagCountsEveryChange(text);
+    const r = await writer.write(text, params, { ...(plan ? { settings: plan.settings } : {}), ...(countChanges ? { countChanges } : {}) });
     return { ok: true, rowCount: r.rowCount };
   } catch (err) {
     return { ok: false, code: plan && isRowRuleViolation(err) ? 'row_rule_violation' : null, err };

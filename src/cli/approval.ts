@@ -86,7 +86,10 @@ export function reviewText(r: ApprovalReview, opts: { statement: boolean }): str
 
 /** The row estimate as operator text: the number, or why there is none. */
 export function estimateText(r: ApprovalReview): string {
-  if (r.estimate !== null) return `about ${r.estimate} row(s) changed (the planner's estimate now, EXPLAIN as the writer role; nothing ran)`;
+  if (r.estimate !== null) {
+    const rules = r.plan && r.plan.ok && r.plan.rowRules ? ", of the statement as approving runs it, with the requester's row rules" : '';
+    return `about ${r.estimate} row(s) changed (the planner's estimate now, EXPLAIN as the writer role${rules}; nothing ran)`;
+  }
   if (!r.plan) return r.approval.state === 'pending' ? 'none (the source is gone)' : `none (only a pending approval is planned; this one is ${r.approval.state})`;
   if (!r.plan.ok) return `none (no plan: ${r.plan.reason})`;
   return 'none (the plan gives no row count)';
@@ -209,7 +212,7 @@ export function registerApprovalCommands(program: Command, session: (cmd: Comman
     .description('reject a pending write')
     .argument('<id>')
     .addOption(operatorOpt())
-    .option('--reason <text>', 'why (recorded in the audit)')
+    .option('--reason <text>', 'why (recorded in the audit and shown to the agent as outcome.reason of interlock_approval_status)')
     .action(async (id: string, o: { operator: string; reason?: string }, cmd: Command) => {
       const s = session(cmd);
       s.assertLocalOperator(cmd);

@@ -8,7 +8,7 @@ import { readFileSync } from 'node:fs';
 import { Option, type Command } from 'commander';
 import { ControlError, ValidationError } from '../control/errors';
 import { operatorOption, type CommandContext } from './context';
-import type { UnreadableRelation } from '../control/scan';
+import type { UnreadableRelation, UnwritableRelation } from '../control/scan';
 import type { SourceView } from '../admin/backend';
 import type { IndexStatus } from '../discovery/types';
 import { shortTime, table } from './output';
@@ -67,17 +67,29 @@ export function withPasswordFlags(err: unknown): unknown {
 }
 
 /**
- * The warning line of a scan that found relations the reader role may not SELECT (task hnu4a item
- * 2), or null when it may read everything. Printed on stderr by `source add|update|scan`.
+ * The warning lines of a scan that found relations the reader role may not SELECT (task hnu4a item
+ * 2) or tables the writer role may not INSERT, UPDATE or DELETE (task hnu42a finding 3), one line
+ * each, or null when there is neither. Printed on stderr by `source add|update|scan` and `apply`.
  */
-export function unreadableWarning(sourceId: string, scan: { unreadable?: UnreadableRelation[] } | null | undefined): string | null {
+export function unreadableWarning(sourceId: string, scan: { unreadable?: UnreadableRelation[]; unwritable?: UnwritableRelation[] } | null | undefined): string | null {
+  const lines: string[] = [];
   const u = scan?.unreadable ?? [];
-  if (u.length === 0) return null;
-  const list = u.map((x) => (x.columns ? `${x.relation} (columns ${x.columns.join(', ')})` : x.relation)).join(', ');
-  return (
-    `warning: the reader role of source ${sourceId} may not SELECT ${u.length} relation(s): ${list}; ` +
-    `agents' reads of them are refused (source_permission_denied) until it may: GRANT SELECT ON ${u[0].relation} TO <reader role>, then run: interlock source scan ${sourceId}`
-  );
+  if (u.length > 0) {
+    const list = u.map((x) => (x.columns ? `${x.relation} (columns ${x.columns.join(', ')})` : x.relation)).join(', ');
+    lines.push(
+      `warning: the reader role of source ${sourceId} may not SELECT ${u.length} relation(s): ${list}; ` +
+        `agents' reads of them are refused (source_permission_denied) until it may: GRANT SELECT ON ${u[0].relation} TO <reader role>, then run: interlock source scan ${sourceId}`,
+    );
+  }
+  const w = scan?.unwritable ?? [];
+  if (w.length > 0) {
+    const list = w.map((x) => `${x.relation} (${x.privileges.join(', ')})`).join(', ');
+    lines.push(
+      `note: the writer role of source ${sourceId} may not modify ${w.length} table(s) as shown: ${list}; ` +
+        `agents' writes that need it are refused (source_permission_denied) instead of queued; if agents should write one: GRANT ${w[0].privileges.join(', ')} ON ${w[0].relation} TO <writer role>`,
+    );
+  }
+  return lines.length > 0 ? lines.join('\n') : null;
 }
 
 /**

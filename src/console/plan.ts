@@ -10,10 +10,19 @@ import type pg from 'pg';
 import type { ApprovalRecord } from '../control/approvals';
 import type { ControlDb } from '../control/db';
 import { connectSourceClient, getSource, type SourceRecord } from '../control/sources';
-import { requesterProblem, requesterWarning, type RequesterWarning } from '../approvals/requester';
+import { REQUESTER_PROBLEMS, requesterProblem, requesterWarning, type RequesterWarning } from '../approvals/requester';
+import { recheckCause } from '../approvals/causes';
+import { approvalRunPlan } from '../approvals/execute';
+import { rowViewStatements, type RowRulePlan } from '../pipeline/row-rules';
 
-/** A plan, or why there is none. */
-export type PlanResult = { ok: true; lines: string[] } | { ok: false; reason: string };
+/**
+ * A plan, or why there is none. `rowRules` true: the plan is of the statement the approved run
+ * executes under the requester's row rules (the rewrite, its row views and bound attributes).
+ */
+export type PlanResult = { ok: true; lines: string[]; rowRules?: true } | { ok: false; reason: string };
+
+/** Binds the row-rule settings transaction-locally, names and values as parameters (as the approved run does). */
+const BIND_LOCAL_SETTINGS = 'SELECT pg_catalog.set_config(s.name, s.value, true) FROM ROWS FROM (pg_catalog.unnest($1::text[]), pg_catalog.unnest($2::text[])) AS s(name, value)';
 
 /** Operator text for a failure: PostgreSQL's SQLSTATE and message, or the pinned-settings mismatch. */
 function reasonOf(err: unknown): string {
@@ -25,8 +34,11 @@ function reasonOf(err: unknown): string {
 /**
  * EXPLAIN (FORMAT TEXT) of `sql` with `params` as the writer of `source`, on a connection verified to
  * hold the pinned session settings, the statement sent over the extended protocol (issue 22 items 2, 3).
+ * With `rules` (the requester's row-rule plan, hnu42 finding 2): the plan of `rules.sql`, the statement
+ * the approved run executes, after its row views are made (idempotent; made or not, everything is
+ * rolled back) and its attributes bound, the transaction then set read only before EXPLAIN.
  */
-export async function explainAsWriter(source: SourceRecord, sql: string, params: unknown[]): Promise<PlanResult> {
+export async function explainAsWriter(source: SourceRecord, sql: string, params: unknown[], rules: RowRulePlan | null = null): Promise<PlanResult> {
   if (source.type !== 'postgres') return { ok: false, reason: 'only PostgreSQL sources have a plan' };
   if (!source.settings.writer) return { ok: false, reason: 'the source has no writer role configured' };
   let c: pg.Client;
@@ -36,12 +48,19 @@ export async function explainAsWriter(source: SourceRecord, sql: string, params:
     return { ok: false, reason: reasonOf(err) };
   }
   try {
-    await c.query('BEGIN READ ONLY');
+    await c.query(rules ? 'BEGIN' : 'BEGIN READ ONLY');
     await c.query("SET LOCAL statement_timeout = '5s'");
+    if (rules) {
+      const reader = (source.settings.reader as { user?: unknown } | undefined)?.user;
+      if (typeof reader !== 'string' || reader === '') return { ok: false, reason: 'the source has no reader role to grant the row views to' };
+      for (const v of rules.views) for (const ddl of rowViewStatements(v, reader)) await c.query(ddl);
+      if (rules.settings.length > 0) await c.query({ text: BIND_LOCAL_SETTINGS, values: [rules.settings.map((x) => x[0]), rules.settings.map((x) => x[1])], queryMode: 'extended' } as pg.QueryConfig);
+      await c.query('SET TRANSACTION READ ONLY');
+    }
     // The agent's text goes over the extended protocol even without parameters (issue 22 item 3):
     // one Parse holds one statement, so `…; COMMIT; DELETE …` is a syntax error, never three commands.
-    const r = await c.query<{ 'QUERY PLAN': string }>({ text: `EXPLAIN ${sql}`, values: params, queryMode: 'extended' } as pg.QueryConfig);
-    return { ok: true, lines: r.rows.map((x) => x['QUERY PLAN']) };
+    const r = await c.query<{ 'QUERY PLAN': string }>({ text: `EXPLAIN ${rules ? rules.sql : sql}`, values: params, queryMode: 'extended' } as pg.QueryConfig);
+    return { ok: true, lines: r.rows.map((x) => x['QUERY PLAN']), ...(rules ? { rowRules: true as const } : {}) };
   } catch (err) {
     return { ok: false, reason: reasonOf(err) };
   } finally {
@@ -109,11 +128,33 @@ export interface ApprovalPlanReview {
   requester: RequesterWarning | null;
 }
 
+/**
+ * The plan of pending approval `a` as approving it now would run it (hnu42 finding 2): the approval's
+ * re-check (src/approvals/execute.ts approvalRunPlan) gives the requester's row-rule rewrite, whose
+ * statement is planned (`rowRules: true`); without row rules, the stored statement. A re-check that
+ * refuses the write (other than for the requester's key or identity, which `requester` shows and
+ * which leaves the stored statement planned) gives no plan: `reason` says approving will not run it.
+ * A re-check that throws gives no plan either (never a plan that ignores the rules).
+ */
+async function planAsApproved(db: ControlDb, a: ApprovalRecord, source: SourceRecord): Promise<PlanResult> {
+  let run: Awaited<ReturnType<typeof approvalRunPlan>>;
+  try {
+    run = await approvalRunPlan(db, a);
+  } catch (err) {
+    return { ok: false, reason: `the approval could not be re-checked now, so the statement it would run is not known: ${reasonOf(err)}` };
+  }
+  if (run.denied !== null) {
+    if (run.denied in REQUESTER_PROBLEMS) return explainAsWriter(source, a.sql, a.params);
+    return { ok: false, reason: `approving now would not run it (${run.denied}): ${recheckCause(run.denied).message}` };
+  }
+  return explainAsWriter(source, a.sql, a.params, run.plan);
+}
+
 /** The plan review of approval `a` (see ApprovalPlanReview); runs EXPLAIN as the writer for a pending one. */
 export async function reviewApprovalPlan(db: ControlDb, a: ApprovalRecord): Promise<ApprovalPlanReview> {
   // Approvals outlive their source (a removed source keeps its decided approvals): only a pending
   // one needs the source, for the writer's plan.
   const source = a.state === 'pending' ? await getSource(db, a.sourceId) : null;
-  const [plan, problem] = await Promise.all([source ? explainAsWriter(source, a.sql, a.params) : null, a.state === 'pending' ? requesterProblem(db, a) : null]);
+  const [plan, problem] = await Promise.all([source ? planAsApproved(db, a, source) : null, a.state === 'pending' ? requesterProblem(db, a) : null]);
   return { destructive: isDestructive(a.classification), estimate: plan && plan.ok ? planRowEstimate(plan.lines) : null, plan, requester: requesterWarning(problem) };
 }

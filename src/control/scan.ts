@@ -10,6 +10,7 @@ import { saveCatalog } from './catalog';
 import type { ControlDb } from './db';
 import { ControlError, ValidationError } from './errors';
 import { connectSourceClient, requireSource } from './sources';
+import { writerMissingList, type WritePrivilege } from '../sources/postgres/writer-privileges';
 
 /** What a scan found. */
 export interface ScanResult {
@@ -32,6 +33,20 @@ export interface ScanResult {
    * Empty when it may read everything.
    */
   unreadable: UnreadableRelation[];
+  /**
+   * Tables (plain and partitioned) of the snapshot the source's writer role may not INSERT, UPDATE
+   * or DELETE (`privileges`, in that order), checked on the server for the writer role
+   * (has_schema_privilege USAGE, has_any_column_privilege, has_table_privilege; task hnu42a finding
+   * 3). Writes of them are refused with source_permission_denied before they are queued until an
+   * operator grants it. Absent when the source has no writer role; empty when it may write every table.
+   */
+  unwritable?: UnwritableRelation[];
+}
+
+/** A table the writer role may not fully write: the privileges it lacks. */
+export interface UnwritableRelation {
+  relation: string;
+  privileges: WritePrivilege[];
 }
 
 /** A relation (or some of its columns) the reader role may not SELECT. */
@@ -100,7 +115,7 @@ export function tlsHint(sourceId: string, settings: { tls?: { mode?: string }; r
 /**
  * Connects to the source as its reader (TLS as configured, 10 s connect timeout), scans its
  * catalog (at most `maxRelations`, default 10 000) and stores the snapshot; lists what the reader
- * may not SELECT (`unreadable`).
+ * may not SELECT (`unreadable`) and what its writer role may not modify (`unwritable`).
  * Throws NotFoundError for an unknown source, ValidationError for a non-PostgreSQL one, and
  * ControlError('unavailable') when the source cannot be reached (message for operators).
  */
@@ -116,6 +131,12 @@ export async function scanSource(db: ControlDb, sourceId: string, opts: { maxRel
   try {
     const catalog = await scanCatalog(client, { maxRelations: opts.maxRelations });
     const unreadable = await unreadableRelations(client, catalog.relations);
+    // Asked on the reader's connection for the writer role by name (any session may ask).
+    const writer = source.settings.writer?.user;
+    const tables = catalog.relations.filter((r) => r.kind === 'table' || r.kind === 'partitioned_table');
+    const unwritable = writer
+      ? (await writerMissingList(async (sql, params) => ({ rowsArray: (await client.query({ text: sql, values: params, rowMode: 'array' })).rows as unknown[][] }), writer, tables)).map((r) => ({ relation: `${r.schema}.${r.name}`, privileges: r.privileges }))
+      : null;
     await saveCatalog(db, sourceId, catalog);
     await initSqlParser();
     return {
@@ -126,6 +147,7 @@ export async function scanSource(db: ControlDb, sourceId: string, opts: { maxRel
       views: catalog.relations.filter((r) => r.kind === 'view' || r.kind === 'materialized_view').length,
       unprovableViews: unprovableViews(catalog),
       unreadable,
+      ...(unwritable ? { unwritable } : {}),
     };
   } finally {
     await client.end().catch(() => undefined);

@@ -19,7 +19,7 @@ import { appendAuditRows, configRow, type ConfigAuditEvent } from '../audit/writ
 import { APPLY_LOCK, canonicalJson, removeSourceIn } from '../control/sources';
 import { newIdentityId } from '../control/ids';
 import { insertOperatorGrant } from '../control/grants';
-import { scanSource, type UnreadableRelation } from '../control/scan';
+import { scanSource, type UnreadableRelation, type UnwritableRelation } from '../control/scan';
 import { deleteClaimMapping, upsertClaimMapping } from '../control/claim-mappings';
 import { takeBackUnruledClaimGrants } from '../control/claim-rules';
 import { checkRowRules } from '../control/roles';
@@ -62,6 +62,8 @@ export interface ApplyScan {
   relations?: number;
   /** Relations the reader may not SELECT (ScanResult.unreadable), when there are any. */
   unreadable?: UnreadableRelation[];
+  /** Tables the writer may not INSERT, UPDATE or DELETE (ScanResult.unwritable), when there are any. */
+  unwritable?: UnwritableRelation[];
   error?: string;
 }
 
@@ -126,7 +128,7 @@ export async function applyInterlockFile(db: ControlDb, input: ApplyInput, opts:
       if (ch.action === 'update' && !ch.fields.some((f) => CONNECTION.test(f.path) || f.path === 'enabled')) continue;
       try {
         const r = await scanSource(db, ch.name);
-        scans.push({ sourceId: ch.name, relations: r.relations, ...(r.unreadable.length ? { unreadable: r.unreadable } : {}) });
+        scans.push({ sourceId: ch.name, relations: r.relations, ...(r.unreadable.length ? { unreadable: r.unreadable } : {}), ...(r.unwritable?.length ? { unwritable: r.unwritable } : {}) });
       } catch (err) {
         scans.push({ sourceId: ch.name, error: (err as Error).message });
       }

@@ -11,6 +11,45 @@ import type { Identity } from '../control/identities';
 import type { ToolOutcome } from './types';
 import type { AuditHooks } from '../audit/types';
 import { ApprovalQueueFullError } from '../control/approvals';
+import type { QueryConnector } from './07-execute';
+import { relKey } from '../sql/prepared-catalog';
+
+/**
+ * Refuses, before it is queued, a write whose target the source's writer role may not modify
+ * (task hnu42a finding 3: a DELETE without the writer's DELETE privilege waited for an operator,
+ * whose plan said "SQLSTATE 42501"): each written relation's privilege (INSERT, UPDATE, DELETE; for
+ * MERGE, whose actions are not known here, at least one of them) read live from the source
+ * (`connector.writerMissingPrivileges`). Answers `source_permission_denied` naming the relation and
+ * the privilege, or null: may be queued. A check that cannot be made (no such method, no writer
+ * role configured, the source unreachable or its answer malformed) is not a refusal: the write is
+ * queued as before and the approval's own run stays the guard (an unreachable source must not stop
+ * writes from queuing, as the live hierarchy check does not).
+ */
+export async function writerPrivilegeRefusal(connector: QueryConnector, analysis: Extract<SqlAnalysis, { ok: true }>, opts: { signal?: AbortSignal; identityId?: string }): Promise<{ outcome: ToolOutcome; missing: string } | null> {
+  if (!connector.writerMissingPrivileges || analysis.writes.length === 0) return null;
+  let missing: Map<string, Array<'INSERT' | 'UPDATE' | 'DELETE'>> | null;
+  try {
+    missing = await connector.writerMissingPrivileges(analysis.writes.map((w) => ({ schema: w.schema, name: w.table })), opts);
+  } catch {
+    return null;
+  }
+  if (!missing) return null;
+  for (const w of analysis.writes) {
+    const lacks = missing.get(relKey(w.schema, w.table)) ?? [];
+    const needed = w.operation === 'merge' ? (lacks.length === 3 ? 'INSERT, UPDATE or DELETE' : null) : lacks.includes(w.operation.toUpperCase() as 'INSERT') ? w.operation.toUpperCase() : null;
+    if (!needed) continue;
+    const relation = `${w.schema}.${w.table}`;
+    return {
+      missing: `${relation}: ${needed}`,
+      outcome: {
+        kind: 'refusal',
+        code: 'source_permission_denied',
+        message: `The source's writer role, which runs approved writes, may not ${needed} on ${relation}, so this write was not queued: approving it would fail (SQLSTATE 42501, insufficient_privilege). The statement is not at fault; do not rewrite it. An operator must grant the writer role that privilege; \`interlock source scan\` lists what it may not modify.`,
+      },
+    };
+  }
+  return null;
+}
 
 /**
  * The claim-derived attribute values (Identity.claimAttributes) of the attributes `names` (those

@@ -73,6 +73,13 @@ export interface QueryConnector {
    * doubles may lack it (the catalogue's version is used).
    */
   serverVersionNum?(opts: { signal?: AbortSignal; identityId?: string }): Promise<number>;
+  /**
+   * The write privileges (INSERT, UPDATE, DELETE) the source's writer role lacks on `relations`,
+   * keyed by `relKey` (src/sources/postgres/writer-privileges.ts); null without a writer role. A
+   * write is refused before it is queued when its writer may not modify its target (task hnu42a).
+   * Test doubles may lack it (writes are then queued unchecked).
+   */
+  writerMissingPrivileges?(relations: readonly RelationName[], opts: { signal?: AbortSignal; identityId?: string }): Promise<Map<string, Array<'INSERT' | 'UPDATE' | 'DELETE'>> | null>;
 }
 
 /** Gives the connector of a source (pools are cached by the provider). */

@@ -17,7 +17,7 @@ import { sourceStep } from './02-source';
 import { analysisRefusal, authorizeStatement, describesColumn, untrustedFunction } from './03-authorize';
 import { policyStep } from './04-policy';
 import { rateLimitStep, type RateLimiter } from './05-rate-limit';
-import { writeSafetyStep } from './06-write-safety';
+import { writeSafetyStep, writerPrivilegeRefusal } from './06-write-safety';
 import { mapConnectorError, permissionDeniedObject, SQLSTATE_INSUFFICIENT_PRIVILEGE, type ConnectorProvider, type TruncatedBy } from './07-execute';
 import { checkHierarchy, hierarchySensitive, hitNeedsCheck, standaloneGuardFor, type HierarchyCheck } from './hierarchy-check';
 import { redactRows } from './08-redact';
@@ -265,6 +265,12 @@ function pipeline(deps: QueryPipelineDeps, now: () => Date, analyses: AnalysisCa
     // the claim values of the attributes they read now are kept with it (a token is not there then).
     if (analysis.kind === 'write') {
       if (rows.kind === 'ruled') audit.row_rules = rows.plan.applied;
+      // Nothing waits for an operator that the writer role cannot run (task hnu42a finding 3).
+      const unwritable = await writerPrivilegeRefusal(connector, analysis, { signal: ctx.signal, identityId: identity.id });
+      if (unwritable) {
+        audit.writer_missing = unwritable.missing;
+        return unwritable.outcome;
+      }
       const hooks = (ctx as ToolCallContext & { auditHooks?: AuditHooks }).auditHooks;
       const queued = await writeSafetyStep(deps.store, { source, identity, requestId: ctx.requestId, sql, params, analysis, ...(rows.kind === 'ruled' ? { ruleAttributes: rows.plan.attributes } : {}) }, hooks && { hooks, details: audit });
       audit.approval_id = queued.kind === 'queued' ? queued.approvalId : undefined;

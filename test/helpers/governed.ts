@@ -11,6 +11,10 @@ import { DEFAULT_CONFIG, type ResolvedGatewayConfig } from '../../src/control/co
 import { provisionDemo, type ProvisionedDemo } from '../../src/demo/provision';
 import { startGovernedGateway, type GovernedGateway } from '../../src/gateway';
 import { createLogger } from '../../src/observability/logger';
+import { upsertRole } from '../../src/control/roles';
+import { createIdentity, setIdentityAttributes } from '../../src/control/identities';
+import { grantRole } from '../../src/control/grants';
+import { createApiKey } from '../../src/control/keys';
 
 /** A provisioned, running governed gateway. */
 export interface GovernedEnv {
@@ -105,4 +109,23 @@ export function adminApi(env: { url: string }, token: () => string): (method: st
     const r = await fetch(`${new URL(env.url).origin}/admin/v1${path}`, { method, headers: { authorization: `Bearer ${token()}`, 'content-type': 'application/json' }, body: body === undefined ? undefined : JSON.stringify(body) });
     return { status: r.status, json: await r.json() };
   };
+}
+
+/**
+ * An identity `name` on the governed demo whose one role (`role`) lets it read only the playlists
+ * named in its `names` attribute (`names` given) and write table playlist (approval still needed);
+ * returns its API key. Used by the approval tests of row rules (issue 27, task hnu42a).
+ */
+export async function playlistOwnerKey(env: GovernedEnv, name: string, role: string, names: string[]): Promise<string> {
+  await upsertRole(env.db, {
+    name: role,
+    statements: [
+      { effect: 'allow', action: 'read', resource: 'public.playlist', rows: 'name = ANY(identity.names)' },
+      { effect: 'allow', action: 'write', resource: 'public.playlist' },
+    ],
+  });
+  const who = await createIdentity(env.db, name);
+  await setIdentityAttributes(env.db, name, { names });
+  await grantRole(env.db, { identityId: who.id, roleName: role, sourceId: env.demo.sourceId });
+  return (await createApiKey(env.db, who.id)).secret;
 }

@@ -186,7 +186,7 @@
       $('d-invisible').textContent = '⚠ This statement holds ' + d.statement.invisible + ' invisible character(s) (control, bidirectional or zero-width), shown as ⟨U+…⟩.';
       $('confirm').hidden = true;
       selectedDetail = d;
-      $('d-plan').textContent = d.plan == null ? '(plans are shown for pending approvals)' : d.plan.ok ? d.plan.lines.join('\n') : 'No plan: ' + d.plan.reason;
+      $('d-plan').textContent = d.plan == null ? '(plans are shown for pending approvals)' : d.plan.ok ? (d.plan.rowRules ? "(the statement as approving runs it, with the requester's row rules)\n" : '') + d.plan.lines.join('\n') : 'No plan: ' + d.plan.reason;
       const tbody = $('d-audit');
       tbody.textContent = '';
       for (const e of d.audit) {
@@ -209,7 +209,7 @@
   function askConfirmation(d) {
     $('confirm-sql').textContent = d.statement.visible;
     $('confirm-params').textContent = d.params;
-    $('confirm-estimate').textContent = d.estimate == null ? 'The planner gave no row estimate (see the plan above).' : 'The planner estimates ' + d.estimate + ' row(s) will be changed.';
+    $('confirm-estimate').textContent = d.estimate == null ? 'The planner gave no row estimate (see the plan above).' : 'The planner estimates ' + d.estimate + ' row(s) will be changed' + (d.plan && d.plan.rowRules ? " (with the requester's row rules)." : '.');
     $('confirm').hidden = false;
     $('confirm').focus();
   }

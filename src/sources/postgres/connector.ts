@@ -31,6 +31,7 @@ import { readReferentialKeys, readViewDefinitions, MAX_REFERENTIAL_KEY_ROWS } fr
 import type { ReferencingKey, RelationName, SourceCatalog } from '../../sql/catalog-types';
 import type { LiveRelationTree } from '../../sql/hierarchy';
 import { lendReader, runWrite } from './write';
+import { writerMissingPrivileges, type WritePrivilege } from './writer-privileges';
 
 export { SourceError, type SourceErrorCode } from './errors';
 export { type BreakerState } from './breaker';
@@ -188,6 +189,18 @@ export class PostgresSourceConnector {
   }
 
   /**
+   * The write privileges the source's writer role lacks on `relations` (writer-privileges.ts), read
+   * as a read of `opts.identityId` (fair share and breaker apply); null when no writer role is
+   * configured. A queued write whose target its writer may not modify is refused before it waits
+   * for an operator (task hnu42a finding 3).
+   * @throws as `read`, or Error for a malformed answer
+   */
+  async writerMissingPrivileges(relations: readonly RelationName[], opts: { signal?: AbortSignal; identityId?: string } = {}): Promise<Map<string, WritePrivilege[]> | null> {
+    if (!this.s.writer) return null;
+    return writerMissingPrivileges((sql, params) => this.read(sql, params, { maxRows: relations.length + 1, maxBytes: 16 * 1024 * 1024, ...opts }), this.s.writer.user, relations);
+  }
+
+  /**
    * The server's `server_version_num` now (e.g. 180004), read as a read of `opts.identityId` (fair
    * share and breaker apply): an approved MERGE into a row-ruled table runs only on PostgreSQL 17 or
    * later (issue 27, src/approvals/execute.ts).
@@ -222,14 +235,15 @@ export class PostgresSourceConnector {
    * connection, the statement over the extended protocol; any error rolls back.
    *
    * `opts.settings` (name, value pairs) are set transaction-locally before the statement: a row-ruled
-   * write's identity attributes (issue 27), read by the row views' rules.
+   * write's identity attributes (issue 27), read by the row views' rules. `opts.countChanges`: count
+   * every row the statement changes in its transaction, not only its command tag's (runWrite).
    *
    * @returns rowCount of the statement
    * @throws SourceError: as `read`; 'execution_failed' also when no writer role is configured, or when the
    *   statement ended the transaction itself. An abort after COMMIT was sent is ignored (the outcome is then
    *   the real one, never a false 'cancelled').
    */
-  write(sql: string, params: unknown[], opts: { signal?: AbortSignal; settings?: ReadonlyArray<readonly [string, string]> } = {}): Promise<{ rowCount: number }> {
+  write(sql: string, params: unknown[], opts: { signal?: AbortSignal; settings?: ReadonlyArray<readonly [string, string]>; countChanges?: boolean } = {}): Promise<{ rowCount: number }> {
     if (opts.signal?.aborted) return Promise.reject(new SourceError('cancelled'));
     if (!this.s.writer) return Promise.reject(localFailure('no writer role is configured for this source'));
     let values: unknown[];
@@ -239,7 +253,7 @@ export class PostgresSourceConnector {
     } catch (err) {
       return Promise.reject(err);
     }
-    return this.guard(() => runWrite(this.ctx, sql, values, opts.signal, opts.settings));
+    return this.guard(() => runWrite(this.ctx, sql, values, opts.signal, opts.settings, opts.countChanges === true));
   }
 
   /**

@@ -21,13 +21,39 @@ export const LEND_WIRE_BUDGET = 256 * 1024 * 1024;
 const BIND_LOCAL_SETTINGS = 'SELECT pg_catalog.set_config(s.name, s.value, true) FROM ROWS FROM (pg_catalog.unnest($1::text[]), pg_catalog.unnest($2::text[])) AS s(name, value)';
 
 /**
+ * The rows inserted, updated and deleted so far in this session's pending statistics (the server's
+ * per-transaction counters, `pg_stat_get_xact_tuples_*`), as text, and whether `track_counts` is on.
+ * Read right before and right after a statement in its transaction, the difference is every row
+ * the statement changed in a table on this server: its own, its data-modifying CTEs', and those its
+ * triggers, referential actions and functions changed (hnu42 finding 1).
+ */
+const XACT_CHANGES = `SELECT pg_catalog.current_setting('track_counts')::bool AS counting,
+  coalesce(pg_catalog.sum(pg_catalog.pg_stat_get_xact_tuples_inserted(c.oid) + pg_catalog.pg_stat_get_xact_tuples_updated(c.oid)
+    + pg_catalog.pg_stat_get_xact_tuples_deleted(c.oid)), 0)::text AS changed
+  FROM pg_catalog.pg_class c WHERE c.relkind IN ('r', 't', 'm')`;
+
+/** Reads XACT_CHANGES on `client` (in the write's transaction): the count, or a local failure when the server does not count. */
+async function xactChanges(client: pg.PoolClient): Promise<bigint> {
+  const r = await client.query({ text: XACT_CHANGES, queryMode: 'extended' } as pg.QueryConfig);
+  const row = r.rows[0] as { counting?: unknown; changed?: unknown } | undefined;
+  if (row?.counting !== true || typeof row.changed !== 'string') throw localFailure('the source does not count changed rows (track_counts is off), so the rows this write changes could not be known');
+  return BigInt(row.changed);
+}
+
+/**
  * Runs one approved write on a writer connection: `BEGIN; [bind settings;] <statement>; COMMIT`,
  * rolling back on a statement error. `settings` (name, value pairs: a row-ruled write's identity
  * attributes, issue 27) are set transaction-locally right after BEGIN. The wire guard caps what the
  * statement may send back (RETURNING rows) at WRITE_WIRE_BUDGET; past it the write fails and its
  * connection (and transaction) is destroyed.
+ *
+ * `countChanges` (a statement whose command tag does not count every row it changes: a
+ * data-modifying CTE, a SELECT on top; hnu42 finding 1): the row count is the larger of the
+ * statement's own and the server's count of rows changed by it in its transaction (XACT_CHANGES,
+ * read before and after it); when the server does not count (`track_counts` off) the write fails
+ * before its statement runs.
  */
-export function runWrite(ctx: StatementContext, sql: string, values: unknown[], signal?: AbortSignal, settings: ReadonlyArray<readonly [string, string]> = []): Promise<{ rowCount: number }> {
+export function runWrite(ctx: StatementContext, sql: string, values: unknown[], signal?: AbortSignal, settings: ReadonlyArray<readonly [string, string]> = [], countChanges = false): Promise<{ rowCount: number }> {
   return ctx.pools.checkout('writer', signal).then(
     (client) =>
       new Promise<{ rowCount: number }>((resolve, reject) => {
@@ -81,14 +107,22 @@ export function runWrite(ctx: StatementContext, sql: string, values: unknown[], 
             await client.query({ text: BIND_LOCAL_SETTINGS, values: [settings.map((x) => x[0]), settings.map((x) => x[1])], queryMode: 'extended' } as pg.QueryConfig);
             stopIfGivenUp();
           }
+          const before = countChanges ? await xactChanges(client) : 0n;
+          stopIfGivenUp();
           // RETURNING rows are not kept; the value mapping's decoders (values.ts) keep pg from parsing them (JSON.parse, Dates).
           const r = await client.query({ text: sql, values, queryMode: 'extended', types: MAPPED_PG_TYPES } as pg.QueryConfig);
           stopIfGivenUp();
+          let rowCount = r.rowCount ?? 0;
+          if (countChanges) {
+            const changed = (await xactChanges(client)) - before;
+            stopIfGivenUp();
+            if (changed > BigInt(rowCount)) rowCount = changed > BigInt(Number.MAX_SAFE_INTEGER) ? Number.MAX_SAFE_INTEGER : Number(changed);
+          }
           if (c.getTransactionStatus?.() !== 'T') throw localFailure('the statement ended its transaction');
           phase = 'commit';
           await client.query('COMMIT');
           if (c.getTransactionStatus?.() !== 'I') throw localFailure('the transaction did not end');
-          return r.rowCount ?? 0;
+          return rowCount;
         };
         const ran = run();
         ran.then(markEnded, markEnded);

@@ -6,11 +6,8 @@
  * changed, the attributes are those the identity holds when the write is approved, and the agent
  * reads each outcome through interlock_approval_status.
  */
-import { startGovernedEnv, callTool, sourceQuery, type GovernedEnv } from '../../helpers/governed';
-import { createApiKey } from '../../../src/control/keys';
-import { createIdentity, setIdentityAttributes } from '../../../src/control/identities';
-import { grantRole } from '../../../src/control/grants';
-import { upsertRole } from '../../../src/control/roles';
+import { startGovernedEnv, callTool, sourceQuery, playlistOwnerKey, type GovernedEnv } from '../../helpers/governed';
+import { setIdentityAttributes } from '../../../src/control/identities';
 import { approveAndExecute } from '../../../src/approvals/execute';
 import { getApproval } from '../../../src/control/approvals';
 import { scanSource } from '../../../src/control/scan';
@@ -23,17 +20,7 @@ let key: string;
 const NAMES = ['Music', 'Movies'];
 beforeAll(async () => {
   env = await startGovernedEnv();
-  await upsertRole(env.db, {
-    name: 'playlist-owner',
-    statements: [
-      { effect: 'allow', action: 'read', resource: 'public.playlist', rows: 'name = ANY(identity.names)' },
-      { effect: 'allow', action: 'write', resource: 'public.playlist' },
-    ],
-  });
-  const who = await createIdentity(env.db, 'pl-agent');
-  await setIdentityAttributes(env.db, 'pl-agent', { names: NAMES });
-  await grantRole(env.db, { identityId: who.id, roleName: 'playlist-owner', sourceId: env.demo.sourceId });
-  key = (await createApiKey(env.db, who.id)).secret;
+  key = await playlistOwnerKey(env, 'pl-agent', 'playlist-owner', NAMES);
 });
 afterAll(async () => env?.close());
 

@@ -157,7 +157,8 @@ describe('defence: a data-modifying CTE on an unruled table cannot count hidden 
     // Employee 1's customers: 6, 12, 18, 24, 36, 42, 48, 54; invoices with customer_id = 1 + g % 60.
     const mine = await fx.admin<{ n: number }>('SELECT count(*)::int AS n FROM invoice WHERE customer_id IN (6, 12, 18, 24, 36, 42, 48, 54)');
     const r = await fx.write('agent', ME, 'WITH u AS (UPDATE invoice SET total = total WHERE customer_id IN (SELECT customer_id FROM customer) RETURNING 1) SELECT count(*) FROM u');
-    expect(r).toEqual({ rowCount: 1 });
+    // The CTE's rows, not the outer SELECT's one (hnu42 finding 1).
+    expect(r).toEqual({ rowCount: mine[0].n });
     expect(await fx.write('agent', ME, 'UPDATE invoice SET total = total WHERE customer_id IN (SELECT customer_id FROM customer)')).toEqual({ rowCount: mine[0].n });
   });
 });

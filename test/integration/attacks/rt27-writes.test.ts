@@ -126,7 +126,7 @@ describe('DELETE', () => {
 
 describe('data-modifying CTEs', () => {
   it('a DELETE in a CTE feeding an INSERT touches only permitted rows', async () => {
-    expect(await fx.write('agent', ME, "WITH d AS (DELETE FROM note WHERE note_id > 0 RETURNING note_id) INSERT INTO note_copy SELECT note_id, 'gone' FROM d")).toEqual({ rowCount: 10 });
+    expect(await fx.write('agent', ME, "WITH d AS (DELETE FROM note WHERE note_id > 0 RETURNING note_id) INSERT INTO note_copy SELECT note_id, 'gone' FROM d")).toEqual({ rowCount: 20 }); // 10 deleted, 10 inserted (hnu42)
     expect((await fx.admin<{ note_id: number }>('SELECT note_id FROM note_copy ORDER BY note_id')).map((r) => r.note_id)).toEqual(MINE);
     expect(await notes()).toHaveLength(30);
   });
