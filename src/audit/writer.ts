@@ -427,15 +427,37 @@ export function auditSessionTimeoutMs(commitTimeoutMs: number): number {
 }
 
 /**
+ * How long an idle connection of the audit pool stays open, in ms (pg-pool's idleTimeoutMillis;
+ * its default is 10 s). Task h28c: a connection closed after a quiet spell is reopened by the next
+ * batch, which then pays the backend's start and the parse and plan of every append statement
+ * size it meets again (up to 33, chain.ts), on the control database's CPU; 60 s keeps them across
+ * short gaps in the traffic while a quiet gateway still lets its two connections go.
+ */
+export const AUDIT_IDLE_TIMEOUT_MS = 60_000;
+
+/**
  * A pool for the audit writer: `max` connections (default 2), connection timeout equal to the
- * commit bound, statement_timeout auditSessionTimeoutMs(bound) set once per connection by its
- * startup options (so most batches need no set_config of their own: append.ts), a client-side
- * query timeout one second past the bound, idle errors logged. End it after the gateway has flushed.
+ * commit bound, idle connections closed after AUDIT_IDLE_TIMEOUT_MS, and two settings each
+ * connection starts with (startup options): statement_timeout auditSessionTimeoutMs(bound) (so most
+ * batches need no set_config of their own: append.ts) and plan_cache_mode force_generic_plan (task
+ * h28c: each named append statement is planned once per connection, at its first batch; by
+ * default PostgreSQL plans a prepared statement afresh for each of its first five executions,
+ * which for the VALUES statements of 10–32 events cost the control database up to ~1.6 ms each;
+ * an INSERT's plan does not depend on its parameters, so the generic plan is the same plan). A
+ * client-side query timeout one second past the bound, idle errors logged. End it after the
+ * gateway has flushed.
  */
 export function openAuditPool(url: string, commitTimeoutMs: number, logger?: Logger, max = 2): pg.Pool {
   const session = auditSessionTimeoutMs(commitTimeoutMs);
   // query_timeout is a client-side backstop for a connection that stops answering altogether.
-  const pool = controlPool(url, { max, application_name: 'interlock-audit', connectionTimeoutMillis: commitTimeoutMs, query_timeout: commitTimeoutMs + 1000, options: `-c statement_timeout=${session}` }); // several hosts: follows the primary (issue 29)
+  const pool = controlPool(url, {
+    max,
+    application_name: 'interlock-audit',
+    connectionTimeoutMillis: commitTimeoutMs,
+    idleTimeoutMillis: AUDIT_IDLE_TIMEOUT_MS,
+    query_timeout: commitTimeoutMs + 1000,
+    options: `-c statement_timeout=${session} -c plan_cache_mode=force_generic_plan`,
+  }); // several hosts: follows the primary (issue 29)
   setSessionStatementTimeout(pool, session);
   pool.on('error', (err) => logger?.warn({ component: 'audit', code: (err as { code?: string }).code }, 'idle audit connection failed'));
   return pool;

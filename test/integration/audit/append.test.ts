@@ -6,7 +6,7 @@
  * chain still verifying.
  */
 import pg from 'pg';
-import { appendAuditRows, openAuditPool, toolCallRow } from '../../../src/audit/writer';
+import { appendAuditRows, AUDIT_IDLE_TIMEOUT_MS, openAuditPool, toolCallRow } from '../../../src/audit/writer';
 import { ChainLane } from '../../../src/audit/chain';
 import { verifyAuditChain } from '../../../src/audit/verify';
 import { holdChainLock, toolCallEvent } from '../../helpers/audit-events';
@@ -85,6 +85,32 @@ test('a batch the database rejects (23514) leaves the connection usable; a new c
   await appendAuditRows(pool, rows('req_fresh', 1), 2000).catch(() => appendAuditRows(pool, rows('req_fresh', 1), 2000));
   expect((await stored('req_fresh')).map((r) => r.request_id)).toEqual(['req_fresh_0']);
   expect(await stored('req_bad')).toEqual([]);
+  expect(await verifyAuditChain(t.db)).toMatchObject({ ok: true, firstMismatch: null });
+});
+
+test("the gateway's audit pool (task h28c): each append statement is planned once per connection, never per batch, and idle connections are kept a minute", async () => {
+  const audit = openAuditPool(t.db.url, 2000, undefined, 1);
+  try {
+    const lane = new ChainLane(audit);
+    for (let i = 0; i < 7; i++) await lane.append(rows(`req_plan${i}`, 2), 2000);
+    await lane.append(rows('req_plan_one', 1), 2000);
+    const c = await audit.connect();
+    try {
+      expect((await c.query('SHOW plan_cache_mode')).rows).toEqual([{ plan_cache_mode: 'force_generic_plan' }]);
+      // PostgreSQL's default plans a prepared statement anew for each of its first five executions (custom plans).
+      expect((await c.query("SELECT name, generic_plans::int AS generic, custom_plans::int AS custom FROM pg_prepared_statements WHERE name LIKE 'interlock_audit_append_v3_%' ORDER BY name")).rows).toEqual([
+        { name: 'interlock_audit_append_v3_1', generic: 1, custom: 0 },
+        { name: 'interlock_audit_append_v3_2', generic: 7, custom: 0 },
+      ]);
+    } finally {
+      c.release();
+    }
+    expect((audit as unknown as { options: { idleTimeoutMillis: number } }).options.idleTimeoutMillis).toBe(60_000);
+    expect(AUDIT_IDLE_TIMEOUT_MS).toBe(60_000);
+  } finally {
+    await audit.end();
+  }
+  expect((await stored('req_plan')).length).toBe(15);
   expect(await verifyAuditChain(t.db)).toMatchObject({ ok: true, firstMismatch: null });
 });
 
