@@ -1,0 +1,89 @@
+/**
+ * Red team rt42b: today's merges (cc6dc96..325cc77), as a hostile agent beside the source's other
+ * users. Findings:
+ *  - G1 (high, open: test.failing): hf5's function guard lists only the user functions the analysis
+ *    resolved, so a function CREATED after the scan that PostgreSQL's resolution prefers is never
+ *    checked. `public.lower(varchar)` created after the scan wins over `pg_catalog.lower(text)` for a
+ *    varchar argument (exact match, CVE-2018-1058 shape); the analysis saw the built-in, sent no guard,
+ *    and the new body ran: the denied SSN was served. Same for a schema earlier on the reader's path
+ *    (`"$user"`): `<reader>.twice(int)` hides the scanned `public.twice(int)`, whose version the guard
+ *    checks and finds unchanged. Fix (not within the deadline): for each unqualified function or
+ *    operator name, guard every non-built-in schema on the path (expected '' where none existed),
+ *    which sends a guard for statements calling built-ins unqualified (bench 01 to re-measure) and
+ *    changes the golden analyses.
+ */
+import pg from 'pg';
+import { startGovernedEnv, callTool, type GovernedEnv } from '../../helpers/governed';
+import { governAsHrAnalyst } from '../../helpers/hr-analyst';
+
+const STALE_CODE = 'catalog_stale';
+
+describe('rt42b: function guard (hf5)', () => {
+  let env: GovernedEnv;
+  let admin: pg.Client;
+  let reader: string;
+
+  /** The refusal's code, or the rows when the call was served. */
+  async function outcome(sql: string): Promise<unknown> {
+    const r = await callTool(env, 'interlock_query', { source_id: 'chinook', sql }, env.apiKey);
+    expect(r.status).toBe(200);
+    const res = r.body.result;
+    if (res.isError) return { code: res.structuredContent.code };
+    return res.structuredContent.rows;
+  }
+
+  beforeAll(async () => {
+    env = await startGovernedEnv({ config: { rate_limits: { per_identity: { points: 100000, window_seconds: 60 }, per_source: { points: 100000, window_seconds: 60 } } } });
+    admin = new pg.Client({ connectionString: env.sourceUrl });
+    await admin.connect();
+    reader = admin.escapeIdentifier(env.demo.readerRole);
+    await admin.query(`
+      SET search_path = public;
+      CREATE TABLE staff (emp_id int PRIMARY KEY, name text, ssn text, salary numeric);
+      INSERT INTO staff VALUES (1, 'Ada', '123-45-6789', 98000);
+      CREATE TABLE names (n varchar);
+      INSERT INTO names VALUES ('Ada');
+      CREATE FUNCTION twice(int) RETURNS int LANGUAGE sql STABLE AS $$ SELECT $1 * 2 $$;
+      -- The reader's "$user" schema exists (empty) at scan time: it is first on the reader's path.
+      CREATE SCHEMA ${reader};
+      GRANT USAGE ON SCHEMA ${reader} TO ${reader};
+      GRANT SELECT ON ALL TABLES IN SCHEMA public TO ${reader};`);
+    await governAsHrAnalyst(env, 'hr');
+  }, 120_000);
+  afterAll(async () => {
+    await admin?.query(`DROP FUNCTION IF EXISTS public.lower(varchar); DROP SCHEMA IF EXISTS ${reader} CASCADE`).catch(() => undefined);
+    await admin?.end();
+    await env?.close();
+  });
+
+  test.failing('G1 (high): a user function created after the scan that shadows a built-in for the argument type runs unguarded', async () => {
+    expect(await outcome('SELECT lower(n) AS l FROM names')).toEqual([{ l: 'ada' }]);
+    await admin.query("CREATE FUNCTION public.lower(varchar) RETURNS text LANGUAGE sql STABLE AS $$ SELECT ssn FROM public.staff WHERE emp_id = 1 $$");
+    try {
+      // Another text than the first call's (no result-cache hit).
+      const after = await outcome('SELECT lower(n) AS l2 FROM names');
+      expect(JSON.stringify(after)).not.toContain('123-45-6789');
+      expect(after).toEqual({ code: STALE_CODE });
+    } finally {
+      await admin.query('DROP FUNCTION public.lower(varchar)');
+    }
+  });
+
+  test.failing('G1 (high): a function created after the scan in a schema earlier on the path hides the scanned one; the guard checks only the scanned name', async () => {
+    expect(await outcome('SELECT twice(2) AS t')).toEqual([{ t: 4 }]);
+    await admin.query(`CREATE FUNCTION ${reader}.twice(int) RETURNS text LANGUAGE sql STABLE AS $$ SELECT ssn FROM public.staff WHERE emp_id = 1 $$`);
+    try {
+      const after = await outcome('SELECT twice(3) AS t2');
+      expect(JSON.stringify(after)).not.toContain('123-45-6789');
+      expect(after).toEqual({ code: STALE_CODE });
+    } finally {
+      await admin.query(`DROP FUNCTION ${reader}.twice(int)`);
+    }
+  });
+
+  test('withstood: an agent\'s own division by zero is its statement error, not the guard (no catalog_stale, no rescan)', async () => {
+    const r = await outcome('SELECT twice(1) / 0 AS z');
+    expect(r).not.toEqual({ code: STALE_CODE });
+    expect((r as { code?: string }).code).toBe('statement_failed');
+  });
+});
