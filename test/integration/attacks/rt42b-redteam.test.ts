@@ -11,8 +11,19 @@
  *    operator name, guard every non-built-in schema on the path (expected '' where none existed),
  *    which sends a guard for statements calling built-ins unqualified (bench 01 to re-measure) and
  *    changes the golden analyses.
+ *  - D1 (medium, fixed): hnu42b's row_rules_unavailable refusal of interlock_related_documents was
+ *    answered before the asset's visibility was checked, for any asset id that exists in a granted
+ *    source. Asset ids of mapped rows are `source:schema.table/id`, so a caller whose row rules cannot
+ *    be enforced learned which rows exist (row_rules_unavailable) and which do not (unknown_asset),
+ *    of its ruled table and of mapped relations it may not read at all. Now an asset the caller may
+ *    not see is unknown_asset first, whatever the rules' state.
  */
 import pg from 'pg';
+import type { RoleStatement } from '../../../generated/role-v1';
+import { relatedDocumentsHandler } from '../../../src/tools/handlers/related';
+import type { ToolOutcome } from '../../../src/tools/types';
+import { rowViewProvisioner } from '../../../src/pipeline/row-views';
+import { startRowDiscoverySource, type RowDiscoverySource } from '../../helpers/discovery-rows';
 import { startGovernedEnv, callTool, type GovernedEnv } from '../../helpers/governed';
 import { governAsHrAnalyst } from '../../helpers/hr-analyst';
 
@@ -85,5 +96,49 @@ describe('rt42b: function guard (hf5)', () => {
     const r = await outcome('SELECT twice(1) / 0 AS z');
     expect(r).not.toEqual({ code: STALE_CODE });
     expect((r as { code?: string }).code).toBe('statement_failed');
+  });
+});
+
+describe('rt42b: discovery when row rules cannot be enforced (hnu42b)', () => {
+  let fx: RowDiscoverySource;
+  beforeAll(async () => {
+    fx = await startRowDiscoverySource(
+      'rt42b_rows',
+      `CREATE TABLE notes (id int PRIMARY KEY, region text NOT NULL, title text, body text);
+      INSERT INTO notes SELECT g, (ARRAY['eu','us','ap'])[1 + g % 3], 'note ' || g, 'zebra report number ' || g FROM generate_series(1, 9) g;
+      CREATE TABLE wiki (id int PRIMARY KEY, title text, body text);
+      INSERT INTO wiki VALUES (1, 'wiki one', 'zebra handbook');
+      CREATE TABLE salaries (id int PRIMARY KEY, title text, body text);
+      INSERT INTO salaries VALUES (5, 'pay', 'zebra pay');`,
+      ['notes', 'wiki', 'salaries'],
+    );
+  }, 60_000);
+  afterAll(async () => fx?.close());
+
+  test('D1 (medium): related documents does not tell an existing hidden asset from a missing one (row_rules_unavailable was an existence oracle)', async () => {
+    const ruled: RoleStatement[] = [
+      { effect: 'allow', action: 'discover', resource: '*' },
+      { effect: 'allow', action: 'read', resource: 'public.notes', rows: 'region = ANY(identity.regions)' },
+      { effect: 'allow', action: 'read', resource: 'public.wiki' },
+      { effect: 'deny', action: 'read', resource: 'public.salaries' },
+    ];
+    const { deps, ctx } = await fx.caller({ regions: ['eu'] }, ruled);
+    deps.rowReads = { connectors: deps.rowReads!.connectors, rowViews: rowViewProvisioner(async () => {
+      throw Object.assign(new Error('permission denied for database'), { sqlState: '42501' });
+    }) };
+    const related = relatedDocumentsHandler(deps);
+    const code = async (asset_id: string) => {
+      const o: ToolOutcome = await related({ asset_id, limit: 50 }, ctx());
+      return o.kind === 'refusal' ? o.code : o.kind;
+    };
+    // A row of the ruled table (exists; region us: outside the rule too), a missing row of it, a row
+    // of a denied mapped table and a missing one: one answer for all.
+    expect(await code('hr:public.notes/1')).toBe('unknown_asset');
+    expect(await code('hr:public.notes/2')).toBe('unknown_asset');
+    expect(await code('hr:public.notes/999')).toBe('unknown_asset');
+    expect(await code('hr:public.salaries/5')).toBe('unknown_asset');
+    expect(await code('hr:public.salaries/6')).toBe('unknown_asset');
+    // A visible seed still says the rules are unavailable (hnu42b item 1: no silently short answer).
+    expect(await code('hr:public.wiki/1')).toBe('row_rules_unavailable');
   });
 });
