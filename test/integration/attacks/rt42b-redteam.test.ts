@@ -11,6 +11,12 @@
  *    operator name, guard every non-built-in schema on the path (expected '' where none existed),
  *    which sends a guard for statements calling built-ins unqualified (bench 01 to re-measure) and
  *    changes the golden analyses.
+ *  - W1 (medium, open: test.failing): hnu42a counts a data-modifying CTE's changes with
+ *    pg_stat_get_xact_tuples_* over relkind r/t/m; a foreign table's rows are counted by no local
+ *    statistic (postgres_fdw writes on the remote), so `WITH x AS (INSERT INTO fsink SELECT … 40 rows
+ *    RETURNING 1) SELECT 1` executed, inserted 40 rows and recorded rowCount 1 (the outer SELECT's).
+ *    Fix: such a write (countChanges and a foreign-table target in the analysis) fails closed before
+ *    it runs, as track_counts off does, or is refused at queue time.
  *  - D1 (medium, fixed): hnu42b's row_rules_unavailable refusal of interlock_related_documents was
  *    answered before the asset's visibility was checked, for any asset id that exists in a granted
  *    source. Asset ids of mapped rows are `source:schema.table/id`, so a caller whose row rules cannot
@@ -24,6 +30,10 @@ import { relatedDocumentsHandler } from '../../../src/tools/handlers/related';
 import type { ToolOutcome } from '../../../src/tools/types';
 import { rowViewProvisioner } from '../../../src/pipeline/row-views';
 import { startRowDiscoverySource, type RowDiscoverySource } from '../../helpers/discovery-rows';
+import { approveAndExecute } from '../../../src/approvals/execute';
+import { upsertRole } from '../../../src/control/roles';
+import { grantRole } from '../../../src/control/grants';
+import { scanSource } from '../../../src/control/scan';
 import { startGovernedEnv, callTool, type GovernedEnv } from '../../helpers/governed';
 import { governAsHrAnalyst } from '../../helpers/hr-analyst';
 
@@ -140,5 +150,50 @@ describe('rt42b: discovery when row rules cannot be enforced (hnu42b)', () => {
     expect(await code('hr:public.salaries/6')).toBe('unknown_asset');
     // A visible seed still says the rules are unavailable (hnu42b item 1: no silently short answer).
     expect(await code('hr:public.wiki/1')).toBe('row_rules_unavailable');
+  });
+});
+
+describe('rt42b: approved-write row counts (hnu42a)', () => {
+  let env: GovernedEnv;
+  let admin: pg.Client;
+  beforeAll(async () => {
+    env = await startGovernedEnv({ config: { rate_limits: { per_identity: { points: 100000, window_seconds: 60 }, per_source: { points: 100000, window_seconds: 60 } } } });
+    admin = new pg.Client({ connectionString: env.sourceUrl });
+    await admin.connect();
+    const db = (await admin.query('SELECT current_database() AS d')).rows[0].d as string;
+    const w = admin.escapeIdentifier(env.demo.writerRole);
+    const r = admin.escapeIdentifier(env.demo.readerRole);
+    await admin.query(`
+      CREATE EXTENSION IF NOT EXISTS postgres_fdw;
+      CREATE SERVER rt42b_loop FOREIGN DATA WRAPPER postgres_fdw OPTIONS (host '127.0.0.1', port '5432', dbname '${db}');
+      CREATE USER MAPPING FOR ${w} SERVER rt42b_loop OPTIONS (user 'root', password_required 'false');
+      CREATE USER MAPPING FOR ${r} SERVER rt42b_loop OPTIONS (user 'root', password_required 'false');
+      CREATE TABLE public.rt42b_sink (n int);
+      CREATE FOREIGN TABLE public.rt42b_fsink (n int) SERVER rt42b_loop OPTIONS (schema_name 'public', table_name 'rt42b_sink');
+      GRANT SELECT, INSERT ON public.rt42b_fsink TO ${w};
+      GRANT SELECT ON public.rt42b_fsink TO ${r};
+      GRANT SELECT ON public.track TO ${w};`);
+    await scanSource(env.db, 'chinook');
+    await upsertRole(env.db, { name: 'fdw-writer', statements: [
+      { effect: 'allow', action: 'read', resource: 'public.*' },
+      { effect: 'allow', action: 'describe', resource: 'public.*' },
+      { effect: 'allow', action: 'write', resource: 'public.rt42b_fsink' },
+    ] });
+    await grantRole(env.db, { identityId: env.demo.identityId, roleName: 'fdw-writer', sourceId: 'chinook' });
+    env.gateway.store.invalidate('*');
+  }, 120_000);
+  afterAll(async () => {
+    await admin?.end();
+    await env?.close();
+  });
+
+  // 40 rows inserted into the foreign table; the approval, its status and the audit record 1 (the outer SELECT's).
+  test.failing('W1 (medium): a data-modifying CTE writing a foreign table records the rows it inserted', async () => {
+    const q = await callTool(env, 'interlock_query', { source_id: 'chinook', sql: 'WITH x AS (INSERT INTO rt42b_fsink SELECT track_id FROM track WHERE track_id <= 40 RETURNING 1) SELECT 1', params: [] }, env.apiKey);
+    const queued = q.body.result.structuredContent;
+    expect(queued).toMatchObject({ status: 'queued' });
+    const done = await approveAndExecute(env.db, queued.approval_id as string, { operator: 'ops-alice' });
+    expect((await admin.query('SELECT count(*)::int AS n FROM rt42b_sink')).rows[0].n).toBe(40);
+    expect(done).toMatchObject({ state: 'executed', rowCount: 40 });
   });
 });
