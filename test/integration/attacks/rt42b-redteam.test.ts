@@ -11,12 +11,11 @@
  *    operator name, guard every non-built-in schema on the path (expected '' where none existed),
  *    which sends a guard for statements calling built-ins unqualified (bench 01 to re-measure) and
  *    changes the golden analyses.
- *  - W1 (medium, open: test.failing): hnu42a counts a data-modifying CTE's changes with
- *    pg_stat_get_xact_tuples_* over relkind r/t/m; a foreign table's rows are counted by no local
- *    statistic (postgres_fdw writes on the remote), so `WITH x AS (INSERT INTO fsink SELECT … 40 rows
- *    RETURNING 1) SELECT 1` executed, inserted 40 rows and recorded rowCount 1 (the outer SELECT's).
- *    Fix: such a write (countChanges and a foreign-table target in the analysis) fails closed before
- *    it runs, as track_counts off does, or is refused at queue time.
+ *  - W1 (medium, fixed): hnu42a counts a data-modifying CTE's changes with pg_stat_get_xact_tuples_*
+ *    over relkind r/t/m; a foreign table's rows are counted by no local statistic (postgres_fdw writes
+ *    on the remote), so `WITH x AS (INSERT INTO fsink SELECT … 40 rows RETURNING 1) SELECT 1`
+ *    executed, inserted 40 rows and recorded rowCount 1 (the outer SELECT's). Now such a write (its
+ *    transaction holds a RowExclusiveLock on a foreign table) fails before COMMIT, rolled back.
  *  - D1 (medium, fixed): hnu42b's row_rules_unavailable refusal of interlock_related_documents was
  *    answered before the asset's visibility was checked, for any asset id that exists in a granted
  *    source. Asset ids of mapped rows are `source:schema.table/id`, so a caller whose row rules cannot
@@ -187,13 +186,13 @@ describe('rt42b: approved-write row counts (hnu42a)', () => {
     await env?.close();
   });
 
-  // 40 rows inserted into the foreign table; the approval, its status and the audit record 1 (the outer SELECT's).
-  test.failing('W1 (medium): a data-modifying CTE writing a foreign table records the rows it inserted', async () => {
+  // It inserted 40 rows into the foreign table and recorded 1 (the outer SELECT's): now it fails, rolled back.
+  test('W1 (medium): a data-modifying CTE writing a foreign table fails closed (its rows cannot be counted), nothing written', async () => {
     const q = await callTool(env, 'interlock_query', { source_id: 'chinook', sql: 'WITH x AS (INSERT INTO rt42b_fsink SELECT track_id FROM track WHERE track_id <= 40 RETURNING 1) SELECT 1', params: [] }, env.apiKey);
     const queued = q.body.result.structuredContent;
     expect(queued).toMatchObject({ status: 'queued' });
     const done = await approveAndExecute(env.db, queued.approval_id as string, { operator: 'ops-alice' });
-    expect((await admin.query('SELECT count(*)::int AS n FROM rt42b_sink')).rows[0].n).toBe(40);
-    expect(done).toMatchObject({ state: 'executed', rowCount: 40 });
+    expect((await admin.query('SELECT count(*)::int AS n FROM rt42b_sink')).rows[0].n).toBe(0);
+    expect(done).toMatchObject({ state: 'failed', errorCode: 'execution_failed' });
   });
 });
