@@ -14,9 +14,12 @@ const path = require('node:path');
 /** Name of the file, inside a compiled tree, that records when its build started (ms since the epoch). */
 const STAMP = '.built-at';
 
-/** Newest modification time (ms) of the files under `dirs` (absolute paths); 0 when there are none. */
-function newestMtime(dirs) {
-  let newest = 0;
+/** Name of the file, inside a compiled tree, that records sourcesDigest of the sources it was built from. */
+const DIGEST = '.built-from';
+
+/** The absolute paths of the files under `dirs` (absolute paths; a missing folder has none). */
+function filesUnder(dirs) {
+  const files = [];
   const walk = (dir) => {
     let entries;
     try {
@@ -27,11 +30,34 @@ function newestMtime(dirs) {
     for (const e of entries) {
       const p = path.join(dir, e.name);
       if (e.isDirectory()) walk(p);
-      else if (e.isFile()) newest = Math.max(newest, fs.statSync(p).mtimeMs);
+      else if (e.isFile()) files.push(p);
     }
   };
   for (const d of dirs) walk(d);
+  return files;
+}
+
+/** Newest modification time (ms) of the files under `dirs` (absolute paths); 0 when there are none. */
+function newestMtime(dirs) {
+  let newest = 0;
+  for (const p of filesUnder(dirs)) newest = Math.max(newest, fs.statSync(p).mtimeMs);
   return newest;
+}
+
+/**
+ * SHA-256 (hex) of the files under `dirs` (absolute paths): each file's path relative to `root` and
+ * its content, in path order. Unlike modification times it changes when a file is deleted, or
+ * replaced by one with an older time (an archive extracted with its times, cp -p, rsync -a).
+ */
+function sourcesDigest(root, dirs) {
+  const crypto = require('node:crypto');
+  const h = crypto.createHash('sha256');
+  for (const f of filesUnder(dirs).map((p) => path.relative(root, p).split(path.sep).join('/')).sort()) {
+    h.update(f + '\0');
+    h.update(fs.readFileSync(path.join(root, f)));
+    h.update('\0');
+  }
+  return h.digest('hex');
 }
 
 /** The source folders a compiled tree is built from. */
@@ -61,4 +87,4 @@ function chooseRuntime(root, env = process.env) {
   return reason ? { kind: 'source', reason } : { kind: 'compiled', dir };
 }
 
-module.exports = { chooseRuntime, newestMtime, sourceDirs, STAMP };
+module.exports = { chooseRuntime, newestMtime, sourceDirs, sourcesDigest, STAMP, DIGEST };

@@ -5,7 +5,8 @@
  * started, so bin/runtime.js runs it only while no source is newer. Also run by `prepare` (npm ci,
  * npm install); there `--if-possible` skips the build with a note when TypeScript is not installed
  * (the CLI then runs the sources through tsx), and `--if-stale` skips it when the tree is one
- * bin/runtime.js would run (built, and no file under src/, generated/ or spec/ newer than its stamp):
+ * bin/runtime.js would run (built, and no file under src/, generated/ or spec/ newer than its stamp)
+ * and was built from these very sources (its .built-from digest, bin/runtime.js sourcesDigest):
  * npm runs `prepare` again for `npm exec -- interlock …` in the clone, which rebuilt the tree that
  * `npm ci` had just made (task hnu42b item 6: the first CLI command after `npm ci` took 24–40 s).
  *
@@ -15,7 +16,7 @@
 const fs = require('node:fs');
 const path = require('node:path');
 const { execFileSync } = require('node:child_process');
-const { STAMP, chooseRuntime } = require('../bin/runtime');
+const { STAMP, DIGEST, chooseRuntime, sourceDirs, sourcesDigest } = require('../bin/runtime');
 
 const root = path.resolve(__dirname, '..');
 const args = process.argv.slice(2);
@@ -25,8 +26,17 @@ const ifPossible = args.includes('--if-possible');
 
 if (args.includes('--if-stale')) {
   // The same judgement as bin/runtime.js, on this tree, whatever INTERLOCK_RUNTIME says.
+  // Times alone are not trusted here: sources replaced by older-dated files (a release archive
+  // extracted over the install keeps its files' times) or deleted would leave the old tree in place
+  // (red team rt42b). The tree is kept only when it records the digest of exactly these sources.
   const current = chooseRuntime(root, { INTERLOCK_DIST_DIR: out });
-  if (current.kind === 'compiled') {
+  let built = '';
+  try {
+    built = fs.readFileSync(path.join(out, DIGEST), 'utf8');
+  } catch {
+    built = '';
+  }
+  if (current.kind === 'compiled' && built !== '' && built === sourcesDigest(root, sourceDirs(root))) {
     process.stdout.write(`interlock build: ${path.relative(root, out) || out} is up to date with the sources; not rebuilt (npm run build forces it)\n`);
     process.exit(0);
   }
@@ -45,6 +55,7 @@ try {
 }
 
 const started = Date.now();
+const digest = sourcesDigest(root, sourceDirs(root));
 fs.rmSync(out, { recursive: true, force: true });
 try {
   execFileSync(process.execPath, [tsc, '-p', path.join(root, 'tsconfig.build.json'), '--outDir', out], { cwd: root, stdio: 'inherit' });
@@ -57,4 +68,5 @@ for (const f of fs.readdirSync(path.join(root, 'generated'))) {
   if (f.endsWith('.js')) fs.copyFileSync(path.join(root, 'generated', f), path.join(out, 'generated', f));
 }
 fs.writeFileSync(path.join(out, STAMP), String(started));
+fs.writeFileSync(path.join(out, DIGEST), digest);
 process.stdout.write(`interlock build: compiled JavaScript in ${path.relative(root, out) || out} (${((Date.now() - started) / 1000).toFixed(1)} s)\n`);

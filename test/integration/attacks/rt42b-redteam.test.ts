@@ -16,6 +16,11 @@
  *    on the remote), so `WITH x AS (INSERT INTO fsink SELECT … 40 rows RETURNING 1) SELECT 1`
  *    executed, inserted 40 rows and recorded rowCount 1 (the outer SELECT's). Now such a write (its
  *    transaction holds a RowExclusiveLock on a foreign table) fails before COMMIT, rolled back.
+ *  - P1 (medium, fixed): hnu42b's `prepare` (build.js --if-stale) kept dist/ whenever no source file
+ *    was newer than its stamp. Sources replaced by older-dated files (a release archive extracted over
+ *    the install keeps its times; cp -p, rsync -a) or deleted left the old compiled tree in place
+ *    through `npm ci`, and the CLI ran it: code other than the checkout's. Now the tree records a
+ *    digest of its sources (.built-from) and --if-stale keeps it only when the digest matches.
  *  - D1 (medium, fixed): hnu42b's row_rules_unavailable refusal of interlock_related_documents was
  *    answered before the asset's visibility was checked, for any asset id that exists in a granted
  *    source. Asset ids of mapped rows are `source:schema.table/id`, so a caller whose row rules cannot
@@ -33,6 +38,10 @@ import { approveAndExecute } from '../../../src/approvals/execute';
 import { upsertRole } from '../../../src/control/roles';
 import { grantRole } from '../../../src/control/grants';
 import { scanSource } from '../../../src/control/scan';
+import { execFileSync } from 'node:child_process';
+import { copyFileSync, mkdirSync, mkdtempSync, rmSync, utimesSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { startGovernedEnv, callTool, type GovernedEnv } from '../../helpers/governed';
 import { governAsHrAnalyst } from '../../helpers/hr-analyst';
 
@@ -194,5 +203,41 @@ describe('rt42b: approved-write row counts (hnu42a)', () => {
     const done = await approveAndExecute(env.db, queued.approval_id as string, { operator: 'ops-alice' });
     expect((await admin.query('SELECT count(*)::int AS n FROM rt42b_sink')).rows[0].n).toBe(0);
     expect(done).toMatchObject({ state: 'failed', errorCode: 'execution_failed' });
+  });
+});
+
+describe('rt42b: prepare --if-stale (hnu42b)', () => {
+  const ROOT = join(__dirname, '..', '..', '..');
+  const UP_TO_DATE = 'interlock build: dist is up to date with the sources; not rebuilt (npm run build forces it)\n';
+  // The copy has no node_modules: a build it does not skip stops here (--if-possible), before tsc.
+  const BUILDS = 'interlock build: TypeScript is not installed; the CLI will run the sources through tsx\n';
+
+  test('P1 (medium): sources replaced by older-dated files (or a tree without a digest) are rebuilt, not kept', () => {
+    const root = mkdtempSync(join(tmpdir(), 'rt42b-prepare-'));
+    try {
+      for (const d of ['bin', 'scripts', 'src', 'generated', 'spec', 'dist/src/cli']) mkdirSync(join(root, d), { recursive: true });
+      copyFileSync(join(ROOT, 'bin', 'runtime.js'), join(root, 'bin', 'runtime.js'));
+      copyFileSync(join(ROOT, 'scripts', 'build.js'), join(root, 'scripts', 'build.js'));
+      const old = new Date('2020-01-01T00:00:00Z');
+      const source = (text: string) => {
+        writeFileSync(join(root, 'src', 'a.ts'), text);
+        utimesSync(join(root, 'src', 'a.ts'), old, old);
+      };
+      source('export const fixed = false;\n');
+      writeFileSync(join(root, 'dist', 'src', 'cli', 'main.js'), '');
+      writeFileSync(join(root, 'dist', '.built-at'), String(Date.now()));
+      const prepare = () => execFileSync(process.execPath, [join(root, 'scripts', 'build.js'), '--if-possible', '--if-stale'], { cwd: root, encoding: 'utf8' });
+      // A tree that records no digest of its sources is not trusted.
+      expect(prepare()).toBe(BUILDS);
+      // eslint-disable-next-line @typescript-eslint/no-require-imports
+      const runtime = require(join(root, 'bin', 'runtime.js')) as { sourcesDigest?: (r: string, d: string[]) => string; sourceDirs: (r: string) => string[] };
+      writeFileSync(join(root, 'dist', '.built-from'), runtime.sourcesDigest!(root, runtime.sourceDirs(root)));
+      expect(prepare()).toBe(UP_TO_DATE);
+      // The release's fix arrives with an older time than the local build: rebuilt.
+      source('export const fixed = true;\n');
+      expect(prepare()).toBe(BUILDS);
+    } finally {
+      rmSync(root, { recursive: true, force: true });
+    }
   });
 });
