@@ -1,7 +1,8 @@
 /**
  * Which code `bin/interlock.js` runs (issue 13, "Ship compiled JavaScript"): the compiled tree in
  * `dist/` (made by `npm run build`, also run by `npm ci`/`npm install` through `prepare`) when it is
- * at least as new as every file under src/, generated/ and spec/; otherwise the TypeScript sources
+ * at least as new as every file under src/, generated/ and spec/ and built from exactly their contents
+ * (DIGEST, sourcesDigest); otherwise the TypeScript sources
  * through tsx, so an edited checkout never runs stale code. Plain JavaScript: it runs before tsx.
  *
  * Environment: INTERLOCK_RUNTIME=source|compiled forces one (compiled fails when dist/ is missing
@@ -65,8 +66,19 @@ function sourceDirs(root) {
   return ['src', 'generated', 'spec'].map((d) => path.join(root, d));
 }
 
+/** The sources digest a compiled tree `dir` records (DIGEST), or '' when it records none. */
+function readDigest(dir) {
+  try {
+    return fs.readFileSync(path.join(dir, DIGEST), 'utf8');
+  } catch {
+    return '';
+  }
+}
+
 /**
- * Decides the runtime for the installation at `root`.
+ * Decides the runtime for the installation at `root`: the compiled tree only when it is at least as
+ * new as every source and records the digest of exactly these sources (sourcesDigest; red team
+ * rt42b: files replaced by older-dated ones, or deleted, leave every time older than the stamp).
  * Returns {kind: 'compiled', dir} or {kind: 'source', reason}; throws when INTERLOCK_RUNTIME=compiled
  * cannot be honoured.
  */
@@ -83,6 +95,7 @@ function chooseRuntime(root, env = process.env) {
   let reason = null;
   if (!builtAt || !fs.existsSync(path.join(dir, 'src', 'cli', 'main.js'))) reason = `no compiled tree in ${dir} (npm run build makes one)`;
   else if (newestMtime(sourceDirs(root)) > builtAt) reason = `${dir} is older than the sources (npm run build refreshes it)`;
+  else if (readDigest(dir) !== sourcesDigest(root, sourceDirs(root))) reason = `${dir} was not built from these sources (npm run build refreshes it)`;
   if (reason && forced === 'compiled') throw new Error(`INTERLOCK_RUNTIME=compiled: ${reason}`);
   return reason ? { kind: 'source', reason } : { kind: 'compiled', dir };
 }

@@ -26,17 +26,10 @@ const ifPossible = args.includes('--if-possible');
 
 if (args.includes('--if-stale')) {
   // The same judgement as bin/runtime.js, on this tree, whatever INTERLOCK_RUNTIME says.
-  // Times alone are not trusted here: sources replaced by older-dated files (a release archive
-  // extracted over the install keeps its files' times) or deleted would leave the old tree in place
-  // (red team rt42b). The tree is kept only when it records the digest of exactly these sources.
+  // chooseRuntime trusts a tree only when it records the digest of exactly these sources (red team
+  // rt42b: sources replaced by older-dated files, e.g. an extracted release archive, or deleted).
   const current = chooseRuntime(root, { INTERLOCK_DIST_DIR: out });
-  let built = '';
-  try {
-    built = fs.readFileSync(path.join(out, DIGEST), 'utf8');
-  } catch {
-    built = '';
-  }
-  if (current.kind === 'compiled' && built !== '' && built === sourcesDigest(root, sourceDirs(root))) {
+  if (current.kind === 'compiled') {
     process.stdout.write(`interlock build: ${path.relative(root, out) || out} is up to date with the sources; not rebuilt (npm run build forces it)\n`);
     process.exit(0);
   }

@@ -20,7 +20,7 @@
  *    was newer than its stamp. Sources replaced by older-dated files (a release archive extracted over
  *    the install keeps its times; cp -p, rsync -a) or deleted left the old compiled tree in place
  *    through `npm ci`, and the CLI ran it: code other than the checkout's. Now the tree records a
- *    digest of its sources (.built-from) and --if-stale keeps it only when the digest matches.
+ *    digest of its sources (.built-from); the CLI runs it, and --if-stale keeps it, only when it matches.
  *  - D1 (medium, fixed): hnu42b's row_rules_unavailable refusal of interlock_related_documents was
  *    answered before the asset's visibility was checked, for any asset id that exists in a granted
  *    source. Asset ids of mapped rows are `source:schema.table/id`, so a caller whose row rules cannot
@@ -233,8 +233,11 @@ describe('rt42b: prepare --if-stale (hnu42b)', () => {
       const runtime = require(join(root, 'bin', 'runtime.js')) as { sourcesDigest?: (r: string, d: string[]) => string; sourceDirs: (r: string) => string[] };
       writeFileSync(join(root, 'dist', '.built-from'), runtime.sourcesDigest!(root, runtime.sourceDirs(root)));
       expect(prepare()).toBe(UP_TO_DATE);
-      // The release's fix arrives with an older time than the local build: rebuilt.
+      const choose = runtime as unknown as { chooseRuntime: (r: string, e: Record<string, string>) => { kind: string; reason?: string } };
+      expect(choose.chooseRuntime(root, {})).toEqual({ kind: 'compiled', dir: join(root, 'dist') });
+      // The release's fix arrives with an older time than the local build: rebuilt, and until then not run.
       source('export const fixed = true;\n');
+      expect(choose.chooseRuntime(root, {})).toEqual({ kind: 'source', reason: `${join(root, 'dist')} was not built from these sources (npm run build refreshes it)` });
       expect(prepare()).toBe(BUILDS);
     } finally {
       rmSync(root, { recursive: true, force: true });
