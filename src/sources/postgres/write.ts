@@ -29,14 +29,22 @@ const BIND_LOCAL_SETTINGS = 'SELECT pg_catalog.set_config(s.name, s.value, true)
  */
 const XACT_CHANGES = `SELECT pg_catalog.current_setting('track_counts')::bool AS counting,
   coalesce(pg_catalog.sum(pg_catalog.pg_stat_get_xact_tuples_inserted(c.oid) + pg_catalog.pg_stat_get_xact_tuples_updated(c.oid)
-    + pg_catalog.pg_stat_get_xact_tuples_deleted(c.oid)), 0)::text AS changed
+    + pg_catalog.pg_stat_get_xact_tuples_deleted(c.oid)), 0)::text AS changed,
+  EXISTS (SELECT 1 FROM pg_catalog.pg_locks l JOIN pg_catalog.pg_class f ON f.oid = l.relation
+    WHERE l.pid = pg_catalog.pg_backend_pid() AND l.locktype = 'relation' AND l.mode = 'RowExclusiveLock' AND f.relkind = 'f') AS foreign_written
   FROM pg_catalog.pg_class c WHERE c.relkind IN ('r', 't', 'm')`;
 
-/** Reads XACT_CHANGES on `client` (in the write's transaction): the count, or a local failure when the server does not count. */
+/**
+ * Reads XACT_CHANGES on `client` (in the write's transaction): the count, or a local failure when the
+ * server does not count, or when the transaction has written a foreign table (it holds a
+ * RowExclusiveLock on one: no local statistic counts a foreign data wrapper's writes, so the count
+ * would be short; red team rt42b W1). Thrown before COMMIT, the failure rolls the write back.
+ */
 async function xactChanges(client: pg.PoolClient): Promise<bigint> {
   const r = await client.query({ text: XACT_CHANGES, queryMode: 'extended' } as pg.QueryConfig);
-  const row = r.rows[0] as { counting?: unknown; changed?: unknown } | undefined;
+  const row = r.rows[0] as { counting?: unknown; changed?: unknown; foreign_written?: unknown } | undefined;
   if (row?.counting !== true || typeof row.changed !== 'string') throw localFailure('the source does not count changed rows (track_counts is off), so the rows this write changes could not be known');
+  if (row.foreign_written !== false) throw localFailure('the write changes a foreign table, whose changed rows the source does not count, so the rows this write changes could not be known');
   return BigInt(row.changed);
 }
 
@@ -51,7 +59,7 @@ async function xactChanges(client: pg.PoolClient): Promise<bigint> {
  * data-modifying CTE, a SELECT on top; hnu42 finding 1): the row count is the larger of the
  * statement's own and the server's count of rows changed by it in its transaction (XACT_CHANGES,
  * read before and after it); when the server does not count (`track_counts` off) the write fails
- * before its statement runs.
+ * before its statement runs, and one that wrote a foreign table fails after it, rolled back.
  */
 export function runWrite(ctx: StatementContext, sql: string, values: unknown[], signal?: AbortSignal, settings: ReadonlyArray<readonly [string, string]> = [], countChanges = false): Promise<{ rowCount: number }> {
   return ctx.pools.checkout('writer', signal).then(

@@ -32,7 +32,8 @@ export function unknownAsset(): ToolOutcome {
  * {asset_id, source_id, related: RelatedDocument[]} with at most `limit` entries (default and
  * maximum from spec/: 10 and 50). Refusals: unknown_asset (404; also for any asset the caller
  * may not see), source_disabled (503), policy_denied (403), rate_limited (429), row_rules_unavailable
- * (503: a mapped relation's row rules for the caller cannot be enforced now; rowRulesRefusal).
+ * (503: a mapped relation's row rules for the caller cannot be enforced now; rowRulesRefusal; only for
+ * an asset the caller may see, so it is no existence hint).
  */
 export function relatedDocumentsHandler(deps: DiscoveryDeps): ToolHandler {
   const now = deps.now ?? (() => new Date());
@@ -59,15 +60,18 @@ export function relatedDocumentsHandler(deps: DiscoveryDeps): ToolHandler {
     // A disabled source is not read for row rules (its ruled relations show nothing, fail closed).
     const rows = source.enabled ? rowFilterFor(deps, source, evaluator, identity, catalog, policies) : undefined;
     const scope = await resolveScope(deps.db.pool, evaluator, policies, subject, sourceId, 'discover', at, deps.maskSecret, catalog, liveTreesFor(deps, source), rows);
-    if (!mayAct(scope)) return invisible();
+    // An asset the caller may not see is unknown_asset first, whatever the state of its row rules:
+    // asset ids are guessable (`source:schema.table/id`), so answering row_rules_unavailable before
+    // this told an existing hidden row (or a row of a relation the caller may not read) from a
+    // missing one (red team rt42b D1). A ruled relation whose rules cannot be enforced shows nothing.
+    if (!mayAct(scope) || !(await assetVisible(deps.db.pool, scope, assetId))) return invisible();
     // Row rules the source cannot enforce now (no row views): refused as interlock_query and
-    // interlock_discover refuse, for every asset id of the source alike (no existence hint).
+    // interlock_discover refuse, rather than a list that silently leaves the ruled rows out.
     const unenforceable = rowRulesRefusal(scope);
     if (unenforceable) {
       audit.source_id = sourceId;
       return (await rateLimitStep(deps.rateLimiter, ctx, identity.id, sourceId)) ?? unenforceable;
     }
-    if (!(await assetVisible(deps.db.pool, scope, assetId))) return invisible();
 
     audit.source_id = sourceId;
     if (!source.enabled) return { kind: 'refusal', code: 'source_disabled', message: `Source '${sourceId}' is disabled by an operator.` };
