@@ -7,7 +7,8 @@
  * each fails with admission.front_door off. No timed assertions on speed (bench/11-refusal-cost.ts).
  */
 import fc from 'fast-check';
-import { connect } from 'node:net';
+import { createHook } from 'node:async_hooks';
+import { connect, type Socket } from 'node:net';
 import { startGovernedEnv, type GovernedEnv } from '../../helpers/governed';
 import { RawClient, type RawAnswer } from '../../helpers/raw-client';
 import { shed as shedCapacity } from '../../helpers/capacity-load';
@@ -403,6 +404,81 @@ test('a connection\'s header blocks are framed once each (h29b): the same block 
   expect(statuses).toEqual([429, 429, 429, 429]);
   expect([byDoor, door.refused - refused0]).toEqual([3, 3]);
 }, 30_000);
+
+/**
+ * What a front-door refusal queues (issue 29 (a), task h29q): counted per refusal with async_hooks
+ * (every promise, process.nextTick, queueMicrotask, timer and immediate created), on one keep-alive
+ * connection while the limiter sheds. A refusal creates no promise, no microtask, and no async
+ * resource from src/ (but crypto's for request ids, a synchronous pool refill); the only tick is
+ * node's stream read-ahead (Readable's maybeReadMore, one per chunk read), which the node:net floor's
+ * 'data' listener queues too. Deterministic counts, no timing. Returns the refusals answered by the
+ * door while counting (`n` after 20 uncounted), the resources by async_hooks type (the client's own
+ * read ticks left out) and the stacks of those created from src/.
+ */
+async function countRefusals(n: number): Promise<{ refused: number; types: Record<string, number>; fromSrc: string[] }> {
+  // The client: plain callbacks on one socket, so it creates nothing per request but its own socket's reads.
+  const sock: Socket = await new Promise((resolve, reject) => {
+    const s = connect(port, '127.0.0.1', () => resolve(s));
+    s.once('error', reject);
+    s.setNoDelay(true);
+  });
+  const clientHandle = (sock as unknown as { _handle: { getAsyncId(): number } })._handle.getAsyncId();
+  const req = call(7);
+  const types: Record<string, number> = {};
+  const fromSrc: string[] = [];
+  const hook = createHook({
+    init(_id, type, trigger) {
+      if (type === 'TickObject' && trigger === clientHandle) return;
+      types[type] = (types[type] ?? 0) + 1;
+      const o: { stack?: string } = {};
+      Error.captureStackTrace(o);
+      const stack = o.stack ?? '';
+      if (/[/\\]src[/\\]/.test(stack) && type !== 'RANDOMBYTESREQUEST') fromSrc.push(`${type}: ${stack}`);
+    },
+  });
+  let warm = 20;
+  let got = 0;
+  let before = 0;
+  await new Promise<void>((resolve) => {
+    sock.on('data', (d: Buffer) => {
+      const answers = d.toString('latin1').split('HTTP/1.1 429 ').length - 1;
+      if (warm > 0) {
+        warm -= answers;
+        if (warm <= 0) {
+          before = door.refused;
+          hook.enable();
+        }
+      } else {
+        got += answers;
+        if (got >= n) {
+          hook.disable();
+          resolve();
+          return;
+        }
+      }
+      sock.write(req);
+    });
+    sock.write(req);
+  });
+  const refused = door.refused - before;
+  sock.destroy();
+  return { refused, types, fromSrc };
+}
+
+test('a front-door refusal creates no promise or microtask, and nothing from src/ but request ids; one stream read-ahead tick per read, as the node:net floor', async () => {
+  const permit = shed();
+  try {
+    const { refused, types, fromSrc } = await countRefusals(200);
+    expect(refused).toBe(200);
+    expect(types.PROMISE ?? 0).toBe(0);
+    expect(types.Microtask ?? 0).toBe(0);
+    // Node's Readable read-ahead (maybeReadMore): at most one per chunk the gateway reads, one request per chunk here.
+    expect(types.TickObject ?? 0).toBeLessThanOrEqual(200);
+    expect(fromSrc).toEqual([]);
+  } finally {
+    permit.release();
+  }
+}, 60_000);
 
 test('graceful close with front-door connections open: idle ones end, close() does not hang', async () => {
   const slot = shed();
