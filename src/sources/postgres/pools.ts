@@ -4,8 +4,9 @@
  * pinned session settings and is verified to hold them before first use (pinned-client.ts). Every new connection gets a wire
  * guard (wire-budget.ts) in front of pg's parser. Checkout honours the caller's AbortSignal; a pool
  * wait that times out becomes `source_busy` (errors.ts) when the pool's connections are busy, and
- * `source_unavailable` (counts against the circuit) when none of them is connected: every slot is
- * held by a connect attempt the source has not answered (see SourcePools.checkout).
+ * `source_unavailable` (counts against the circuit) when none of them is connected and none connected
+ * within the last two connect timeouts: every slot is held by a connect attempt the source has not answered (see
+ * SourcePools.waitFailure).
  */
 import tls from 'node:tls';
 import pg from 'pg';
@@ -57,6 +58,8 @@ export class SourcePools {
   private closed = false;
   /** Per pool, its clients that completed connecting and have not ended (see checkout). */
   private readonly connected = new WeakMap<pg.Pool, Set<pg.PoolClient>>();
+  /** Per pool, when (performance.now(), ms) a client last completed connecting (see waitFailure). */
+  private readonly lastConnected = new WeakMap<pg.Pool, number>();
 
   /**
    * @param s resolved settings; `ssl` the TLS options or false; `fail` classifies a raw failure
@@ -126,6 +129,11 @@ export class SourcePools {
   private waitFailure(pool: pg.Pool, err: Error | undefined): SourceError {
     const failure = this.fail(err ?? new Error('the pool gave no connection'), 'connect');
     if (failure.code !== 'source_busy' || (this.connected.get(pool)?.size ?? 0) > 0) return failure;
+    // A connection made during the wait or just before it (within two connect timeouts) shows the
+    // source answering: the slots are then held by replacements of connections the gateway itself
+    // dropped (an agent's cancels or oversized results), not by attempts a silent source never
+    // answered (red team rt42b). A source silent for longer counts again.
+    if (performance.now() - (this.lastConnected.get(pool) ?? -Infinity) <= 2 * this.s.connectTimeout) return failure;
     return new SourceError('source_unavailable', { cause: err, sourceFailure: true });
   }
 
@@ -204,6 +212,7 @@ export class SourcePools {
     pool.on('connect', (client) => {
       attachGuard(client, (err) => this.logger?.warn({ err: { message: err.message }, pool: kind }, 'connection ended by the wire guard'));
       connected.add(client);
+      this.lastConnected.set(pool, performance.now());
       client.once('end', () => connected.delete(client));
     });
     pool.on('remove', (client) => connected.delete(client));

@@ -326,6 +326,36 @@ describe('CI at 2d26268: a connect attempt pg-pool starts for a waiter that then
   });
 });
 
+describe('red team rt42b: a wait that times out after the gateway dropped its own connection', () => {
+  // Finding (low, fixed): since cc6dc96 a pool wait that times out while none of the pool's
+  // connections is connected counts against the source. An agent that makes the gateway drop its
+  // own connections (a cancel, an oversized result) empties the pool's connected set; a waiter whose
+  // wait then times out while the replacement is still connecting was counted as the source failing
+  // although a connection had just been made. Now a connection made within the wait (connect
+  // timeout) keeps such a wait `source_busy` (local saturation, not counted). Staged with a fake
+  // server whose first session starts and later ones never answer: call A holds the one connection,
+  // B waits, A is cancelled (its connection dropped), B's replacement connect hangs and B's wait
+  // times out (before: source_unavailable, counted).
+  test('finding (low, fixed): a waiter behind a connection the gateway dropped is busy, not a source failure', async () => {
+    const fake = await startFakePg({ kind: 'silent_after_first' });
+    const c = new PostgresSourceConnector('rt42b-drop', { host: '127.0.0.1', port: fake.port, database: 'postgres', reader: { user: 'postgres' }, pool_size: 1, connect_timeout_ms: 400, breaker: { failure_threshold: 1, reset_timeout_ms: 60_000 } });
+    const read = (signal?: AbortSignal) => c.read('SELECT 1', [], { maxRows: 1, maxBytes: 1e4, ...(signal ? { signal } : {}) }).then(() => 'ok', (e: SourceError) => e.code);
+    try {
+      const abort = new AbortController();
+      const a = read(abort.signal);
+      while (fake.queries === 0) await new Promise((r) => setTimeout(r, 5));
+      const b = read();
+      await new Promise((r) => setTimeout(r, 50));
+      abort.abort();
+      expect(await Promise.all([a, b])).toEqual(['cancelled', 'source_busy']);
+      expect(c.breakerState()).toBe('closed');
+    } finally {
+      await c.close();
+      await fake.close();
+    }
+  });
+});
+
 describe('hnu41 item 4: partial rate limits', () => {
   // Withstood: a rate limit given in part takes the other field from the layer below; a points of 0
   // (or a negative or fractional one, a window of 0) is refused, never read as unlimited or as 0.

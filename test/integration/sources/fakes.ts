@@ -71,6 +71,8 @@ export type FakeBehaviour =
   | { kind: 'query_silent' }
   /** The first session's first query gets no answer; any later session answers every query (an empty result): a healthy server busy with one statement. */
   | { kind: 'query_silent_first' }
+  /** The first session starts and its queries get no answer until a CancelRequest (then 57014); every later session gets no answer to its startup: a source that stops accepting sessions. */
+  | { kind: 'silent_after_first' }
   | { kind: 'silent' };
 
 /** A started fake server. */
@@ -87,7 +89,7 @@ export interface FakePg {
 /** Starts a fake PostgreSQL server on 127.0.0.1. SSLRequests are answered 'N' (no SSL). */
 export function startFakePg(behaviour: FakeBehaviour): Promise<FakePg> {
   const sockets = new Set<net.Socket>();
-  const state = { connections: 0, cancels: 0, queries: 0, silenced: false };
+  const state = { connections: 0, cancels: 0, queries: 0, silenced: false, sessions: 0, first: null as net.Socket | null };
   const server = net.createServer((sock) => {
     state.connections++;
     sockets.add(sock);
@@ -109,10 +111,14 @@ export function startFakePg(behaviour: FakeBehaviour): Promise<FakePg> {
           }
           if (code === 80877102) {
             state.cancels++;
+            if (behaviour.kind === 'silent_after_first') state.first?.write(Buffer.concat([errorResponse({ S: 'ERROR', V: 'ERROR', C: '57014', M: 'canceling statement due to user request' }), READY]));
             sock.destroy();
             return;
           }
           started = true;
+          state.sessions++;
+          if (behaviour.kind === 'silent_after_first' && state.sessions > 1) return;
+          if (state.sessions === 1) state.first = sock;
           switch (behaviour.kind) {
             case 'startup_error':
               sock.end(errorResponse(behaviour.fields));
