@@ -7,7 +7,7 @@
  * the catalogue (system relations are never exposed) and `relationItem` makes its FROM item, a
  * view's columns carrying the lineage of its definition (views.ts, walked with a fresh state).
  */
-import { linColumn } from '../lineage';
+import { derive, linColumn, merge } from '../lineage';
 import { type PreparedRelation, relKey } from '../prepared-catalog';
 import { isViewLike, viewColumnLineage, type ViewBodyAnalysis } from '../views';
 import { checkFields, hasOwn, type N, q, Refusal, strings } from './nodes';
@@ -19,15 +19,22 @@ export const SYSTEM_SCHEMAS = new Set(['pg_catalog', 'information_schema', 'pg_t
 
 const baseColsCache = new WeakMap<PreparedRelation, Col[]>();
 
-/** The columns of a catalogue relation as FROM-item columns (cached per prepared relation). */
+/**
+ * The columns of a catalogue relation as FROM-item columns (cached per prepared relation). A stored
+ * generated column is computed from other columns of the row, so using it reads them too and its
+ * value is derived from them: a deny or mask on an input holds for it (red team rt42 G1).
+ */
 function baseCols(rel: PreparedRelation): Col[] {
   let cols = baseColsCache.get(rel);
   if (!cols) {
-    cols = rel.columnNames.map((c) => ({
-      name: c,
-      lin: linColumn({ schema: rel.schema, table: rel.name, column: c }),
-      reads: [{ rel, column: c }],
-    }));
+    cols = rel.columnNames.map((c) => {
+      const own = linColumn({ schema: rel.schema, table: rel.name, column: c });
+      const inputs = rel.generatedInputs?.get(c);
+      if (!inputs) return { name: c, lin: own, reads: [{ rel, column: c }] };
+      let lin = derive(own);
+      for (const i of inputs) lin = merge(lin, linColumn({ schema: rel.schema, table: rel.name, column: i }));
+      return { name: c, lin, reads: [{ rel, column: c }, ...inputs.map((column) => ({ rel, column }))] };
+    });
     baseColsCache.set(rel, cols);
   }
   return cols;

@@ -1,0 +1,131 @@
+/**
+ * Red team rt42: where InterLock's picture of a PostgreSQL source (the catalogue scan) differs from
+ * what the server does, attacked through the governed pipeline on real PostgreSQL.
+ *
+ * Fixture (the database owner's objects, then a rescan): public.staff whose `ssn` the hr role denies
+ * and whose `salary` a policy masks (full), with STORED generated columns computed from both;
+ * public.dept, of which the column agent may read only `dept_id` and `title`; hr_secret.dept, a
+ * same-named table in a schema every role here denies.
+ *
+ *  - G1 (high, fixed): a STORED generated column computed from a denied or masked column was read
+ *    as a column of its own: `SELECT ssn_copy FROM staff` (GENERATED ALWAYS AS (ssn)) answered every
+ *    SSN in clear, `ssn4` (right(ssn, 4)) their last digits, and `salary_k` (salary / 1000) the
+ *    masked salary unmasked. The scan now records each generated column's input columns (pg_depend
+ *    of its pg_attrdef) and the analyser reads them with it (its value is derived from them); a
+ *    snapshot that does not say takes every other column of the relation as input (fails closed).
+ *  - G2 (high): a column added to a table after the scan. The analyser expands `*`, `t.*` and a
+ *    whole-row value from the scanned columns; the server from the live ones. An agent allowed only
+ *    some columns of a table read a column no statement allows through `SELECT *`, `SELECT d.*`,
+ *    `SELECT d` and `row_to_json(d)` (naming it is refused as unknown). See the tests for what is fixed.
+ *  - G3 (high, careless operator): `ALTER ROLE <reader> SET search_path = hr_secret, public` after the
+ *    scan. The analyser resolved `dept` on the scanned path (public.dept, allowed); the server's new
+ *    connections resolved it to hr_secret.dept (denied) and answered its rows.
+ *
+ * Withstood (asserted below): a denied column renamed after the scan (by its new name: unknown; by
+ * `*`: the scanned name is still denied); whole-row and `(t).col` forms of a denied column; system
+ * columns; pg_stats; TABLESAMPLE over a denied column; ROWS FROM; values (json digits and jsonb
+ * spelling verbatim, ±infinity timestamps, int8 max, numeric NaN, enum order, arrays of composites).
+ */
+import pg from 'pg';
+import { startGovernedEnv, callTool, type GovernedEnv } from '../../helpers/governed';
+import { governAsHrAnalyst } from '../../helpers/hr-analyst';
+import { statementsAgent, type AttackEnv } from './harness';
+
+let env: GovernedEnv;
+let admin: pg.Client;
+/** The column agent: reads public.dept.dept_id, public.dept.title and public.vals; denies hr_secret.*. */
+let colsKey = '';
+let reader = '';
+
+/** What one interlock_query call answered: status, then the refusal's code or the rows. */
+async function outcome(sql: string, key = env.apiKey): Promise<unknown> {
+  const r = await callTool(env, 'interlock_query', { source_id: 'chinook', sql }, key);
+  const res = r.body.result;
+  if (!res) return { status: r.status, error: r.body.error };
+  if (res.isError) return { status: r.status, code: res.structuredContent.code };
+  return { status: r.status, rows: res.structuredContent.rows };
+}
+
+/** The first text item of a served call (the rows' JSON as the gateway wrote it). */
+async function text(sql: string, key: string): Promise<string> {
+  const r = await callTool(env, 'interlock_query', { source_id: 'chinook', sql }, key);
+  return String(r.body.result?.content?.[0]?.text);
+}
+
+const DENIED = { status: 200, code: 'source_role_denied' };
+
+beforeAll(async () => {
+  env = await startGovernedEnv({ config: { rate_limits: { per_identity: { points: 100000, window_seconds: 60 }, per_source: { points: 100000, window_seconds: 60 } }, cache: { ttl_ms: 0 } } });
+  admin = new pg.Client({ connectionString: env.sourceUrl });
+  await admin.connect();
+  reader = admin.escapeIdentifier(env.demo.readerRole);
+  await admin.query(`
+    SET search_path = public;
+    CREATE TABLE staff (emp_id int PRIMARY KEY, name text, ssn text, salary numeric,
+      ssn4 text GENERATED ALWAYS AS (right(ssn, 4)) STORED,
+      ssn_copy text GENERATED ALWAYS AS (ssn) STORED,
+      salary_k numeric GENERATED ALWAYS AS (salary / 1000) STORED,
+      name_len int GENERATED ALWAYS AS (length(name)) STORED);
+    INSERT INTO staff (emp_id, name, ssn, salary) VALUES (1, 'Ada', '123-45-6789', 98000), (2, 'Bob', '987-65-4321', 120000);
+    CREATE TABLE dept (dept_id int PRIMARY KEY, title text);
+    INSERT INTO dept VALUES (10, 'Research');
+    CREATE SCHEMA hr_secret;
+    CREATE TABLE hr_secret.dept (dept_id int, title text);
+    INSERT INTO hr_secret.dept VALUES (99, 'SECRET-DEPT');
+    CREATE TYPE mood AS ENUM ('sad', 'ok', 'happy');
+    CREATE TYPE pair AS (a text, b text);
+    CREATE TABLE vals (id int, m mood, ts timestamp, tstz timestamptz, n numeric, j json, jb jsonb, big int8, arr mood[], parr pair[]);
+    INSERT INTO vals VALUES (1, 'happy', '-infinity', 'infinity', 'NaN', '{"a": 12345678901234567890123}', '{"a": 1.000}', 9223372036854775807, '{sad,happy}', ARRAY[ROW('A','1')::pair, ROW('B,"x','2')::pair]);
+    GRANT USAGE ON SCHEMA hr_secret TO ${reader};
+    GRANT SELECT ON ALL TABLES IN SCHEMA public, hr_secret TO ${reader};`);
+  await governAsHrAnalyst(env, 'hr'); // rescans; hr: read public.*, deny public.staff.ssn; mask staff.salary
+  colsKey = await statementsAgent({ env } as AttackEnv, 'rt42-cols', [
+    { effect: 'allow', action: 'read', resource: 'public.dept.dept_id' },
+    { effect: 'allow', action: 'read', resource: 'public.dept.title' },
+    { effect: 'allow', action: 'read', resource: 'public.vals' },
+    { effect: 'deny', action: 'read', resource: 'hr_secret.*' },
+  ]);
+}, 120_000);
+
+afterAll(async () => {
+  await admin?.query(`ALTER ROLE ${reader} RESET search_path`).catch(() => undefined);
+  await admin?.end();
+  await env?.close();
+});
+
+test('G1 (high): a STORED generated column computed from a denied column is denied, from a masked one masked', async () => {
+  // Before the fix: [{ssn_copy:'123-45-6789'},…], [{ssn4:'6789'},…] and [{salary_k:'98.0000000000000000'},…].
+  expect(await outcome('SELECT ssn_copy FROM staff ORDER BY emp_id')).toEqual(DENIED);
+  expect(await outcome('SELECT ssn4 FROM staff ORDER BY emp_id')).toEqual(DENIED);
+  expect(await outcome("SELECT count(*) AS n FROM staff WHERE ssn4 LIKE '67%'")).toEqual(DENIED);
+  expect(await outcome('SELECT salary_k FROM staff ORDER BY emp_id')).toEqual({ status: 200, rows: [{ salary_k: '***' }, { salary_k: '***' }] });
+  // A generated column over allowed, unmasked columns stays readable.
+  expect(await outcome('SELECT name, name_len FROM staff ORDER BY emp_id')).toEqual({ status: 200, rows: [{ name: 'Ada', name_len: 3 }, { name: 'Bob', name_len: 3 }] });
+});
+
+test('withstood: whole-row and field forms, system columns, pg_stats, TABLESAMPLE, ROWS FROM', async () => {
+  for (const sql of ['SELECT s FROM staff s', 'SELECT row_to_json(s) FROM staff s', 'SELECT (s).ssn FROM staff s', 'SELECT to_jsonb(s.*) FROM staff s', "SELECT count(*) FROM staff TABLESAMPLE BERNOULLI (100) WHERE ssn LIKE '1%'"]) {
+    expect(await outcome(sql)).toEqual(DENIED);
+  }
+  expect(await outcome('SELECT ctid, xmin, tableoid FROM staff')).toEqual(DENIED);
+  await admin.query('ANALYZE staff');
+  expect(await outcome("SELECT most_common_vals::text FROM pg_stats WHERE tablename = 'staff'")).toEqual(DENIED);
+  expect(await outcome('SELECT * FROM ROWS FROM (generate_series(1, 2), unnest(ARRAY[7])) AS t(a, b)')).toEqual({ status: 200, rows: [{ a: 1, b: 7 }, { a: 2, b: null }] });
+});
+
+test('withstood: values come back as the server wrote them', async () => {
+  expect(await text('SELECT ts, tstz, n, j, jb, big, m, m < \'ok\' AS lt, arr, parr FROM vals', colsKey)).toBe(
+    '[{"ts":"-infinity","tstz":"infinity","n":"NaN","j":{"a": 12345678901234567890123},"jb":{"a": 1.000},"big":"9223372036854775807","m":"happy","lt":false,"arr":["sad","happy"],"parr":["(A,1)","(\\"B,\\"\\"x\\",2)"]}]',
+  );
+});
+
+test('withstood: a denied column renamed after the scan is unknown by its new name and still denied through *', async () => {
+  await admin.query('ALTER TABLE staff RENAME COLUMN ssn TO tax_id');
+  try {
+    expect(await outcome('SELECT tax_id FROM staff')).toEqual(DENIED);
+    expect(await outcome('SELECT * FROM staff')).toEqual(DENIED);
+    expect(await outcome('SELECT row_to_json(s) AS r FROM staff s')).toEqual(DENIED);
+  } finally {
+    await admin.query('ALTER TABLE staff RENAME COLUMN tax_id TO ssn');
+  }
+});
