@@ -72,6 +72,15 @@ export interface ReadOptions {
   /** A precondition run right before the statement in the same round trip (ReadGuard); when it fails the statement does not run. */
   guard?: ReadGuard;
   /**
+   * The lookup path the statement was analysed on (the catalogue's `searchPath`, the reader's
+   * `current_schemas(false)` at the scan). When given, the read runs only on a connection whose path
+   * was the same when it connected (PinnedClient.searchPath): an older connection that differs is
+   * dropped and another taken; a fresh one that differs fails the read with SessionSettingsMismatch
+   * (`session_settings_mismatch`), since the server would resolve the statement's unqualified names
+   * elsewhere than the analysis did (red team rt42 G3: ALTER ROLE … SET search_path after the scan).
+   */
+  searchPath?: readonly string[];
+  /**
    * When given, the read adds to `poolMs` the milliseconds it waited for a connection of the
    * source's shared reader pool (SourcePools.checkout), after its identity's slot was granted: the
    * wait for its own identity's slot (fair-share.ts) is not in it. Admission by capacity counts this

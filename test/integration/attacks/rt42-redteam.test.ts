@@ -17,9 +17,12 @@
  *    whole-row value from the scanned columns; the server from the live ones. An agent allowed only
  *    some columns of a table read a column no statement allows through `SELECT *`, `SELECT d.*`,
  *    `SELECT d` and `row_to_json(d)` (naming it is refused as unknown). See the tests for what is fixed.
- *  - G3 (high, careless operator): `ALTER ROLE <reader> SET search_path = hr_secret, public` after the
- *    scan. The analyser resolved `dept` on the scanned path (public.dept, allowed); the server's new
- *    connections resolved it to hr_secret.dept (denied) and answered its rows.
+ *  - G3 (high, careless operator; fixed): `ALTER ROLE <reader> SET search_path = hr_secret, public`
+ *    after the scan. The analyser resolved `dept` on the scanned path (public.dept, allowed); the
+ *    server's new connections resolved it to hr_secret.dept (denied) and answered its rows. Each
+ *    reader connection now records its `current_schemas(false)` when it is verified, and a read runs
+ *    only on one whose path is the catalogue's (older ones dropped; a new one that differs answers
+ *    `session_settings_mismatch` until a rescan).
  *
  * Withstood (asserted below): a denied column renamed after the scan (by its new name: unknown; by
  * `*`: the scanned name is still denied); whole-row and `(t).col` forms of a denied column; system
@@ -128,4 +131,21 @@ test('withstood: a denied column renamed after the scan is unknown by its new na
   } finally {
     await admin.query('ALTER TABLE staff RENAME COLUMN tax_id TO ssn');
   }
+});
+
+test("G3 (high): the reader's search_path changed after the scan (ALTER ROLE … SET) is not used for a statement analysed on the scanned path", async () => {
+  expect(await outcome('SELECT title FROM dept', colsKey)).toEqual({ status: 200, rows: [{ title: 'Research' }] });
+  await admin.query(`ALTER ROLE ${reader} SET search_path = hr_secret, public`);
+  try {
+    // New connections take the role's new path (existing ones keep theirs): end the reader's sessions.
+    await admin.query('SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = $1', [env.demo.readerRole]);
+    // Before the fix: {rows: [{title: 'SECRET-DEPT'}]}, hr_secret.dept read while the analysis resolved public.dept.
+    expect(await outcome('SELECT title FROM dept', colsKey)).toEqual({ status: 200, code: 'session_settings_mismatch' });
+    expect(await outcome('SELECT title FROM dept', colsKey)).toEqual({ status: 200, code: 'session_settings_mismatch' });
+  } finally {
+    await admin.query(`ALTER ROLE ${reader} RESET search_path`);
+    await admin.query('SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = $1', [env.demo.readerRole]);
+  }
+  // The old path again: served.
+  expect(await outcome('SELECT title FROM dept', colsKey)).toEqual({ status: 200, rows: [{ title: 'Research' }] });
 });
