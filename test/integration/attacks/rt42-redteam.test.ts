@@ -16,7 +16,10 @@
  *  - G2 (high): a column added to a table after the scan. The analyser expands `*`, `t.*` and a
  *    whole-row value from the scanned columns; the server from the live ones. An agent allowed only
  *    some columns of a table read a column no statement allows through `SELECT *`, `SELECT d.*`,
- *    `SELECT d` and `row_to_json(d)` (naming it is refused as unknown). See the tests for what is fixed.
+ *    `SELECT d` and `row_to_json(d)` (naming it is refused as unknown). Fixed for `*` and `t.*`: a
+ *    SELECT whose result columns (RowDescription) are not the analysed outputs is refused
+ *    `source_role_denied` (src/pipeline/08-redact.ts; before, only while masks applied). Open for
+ *    whole-row values (test.failing): the server's row carries the new column in one output column.
  *  - G3 (high, careless operator; fixed): `ALTER ROLE <reader> SET search_path = hr_secret, public`
  *    after the scan. The analyser resolved `dept` on the scanned path (public.dept, allowed); the
  *    server's new connections resolved it to hr_secret.dept (denied) and answered its rows. Each
@@ -148,4 +151,28 @@ test("G3 (high): the reader's search_path changed after the scan (ALTER ROLE …
   }
   // The old path again: served.
   expect(await outcome('SELECT title FROM dept', colsKey)).toEqual({ status: 200, rows: [{ title: 'Research' }] });
+});
+
+describe('G2 (high): a column added after the scan to a table the caller may read only in part', () => {
+  beforeAll(async () => {
+    await admin.query("ALTER TABLE dept ADD COLUMN budget text DEFAULT 'hidden-budget'");
+  });
+  afterAll(async () => {
+    await admin.query('ALTER TABLE dept DROP COLUMN budget');
+  });
+
+  test('fixed: `*` and `t.*` whose result has columns the analysis did not decide on are refused', async () => {
+    // Before the fix: rows [{dept_id: 10, title: 'Research', budget: 'hidden-budget'}] for both.
+    expect(await outcome('SELECT * FROM dept', colsKey)).toEqual(DENIED);
+    expect(await outcome('SELECT d.* FROM dept d', colsKey)).toEqual(DENIED);
+    // Named, the column is unknown (withstood before); the allowed columns stay readable.
+    expect(await outcome('SELECT budget FROM dept', colsKey)).toEqual(DENIED);
+    expect(await outcome('SELECT dept_id, title FROM dept', colsKey)).toEqual({ status: 200, rows: [{ dept_id: 10, title: 'Research' }] });
+  });
+
+  test.failing('open: a whole-row value (`SELECT d`, `row_to_json(d)`) carries the new column', async () => {
+    // Served: [{d: '(10,Research,hidden-budget)'}] and [{r: {dept_id: 10, title: 'Research', budget: 'hidden-budget'}}].
+    expect(await outcome('SELECT d FROM dept d', colsKey)).toEqual(DENIED);
+    expect(await outcome('SELECT row_to_json(d) AS r FROM dept d', colsKey)).toEqual(DENIED);
+  });
 });
