@@ -26,6 +26,11 @@
  *    reader connection now records its `current_schemas(false)` when it is verified, and a read runs
  *    only on one whose path is the catalogue's (older ones dropped; a new one that differs answers
  *    `session_settings_mismatch` until a rescan).
+ *  - G4 (medium, careless operator; open, test.failing): a schema named as the reader role (`"$user"`,
+ *    first on the default path) created after the scan: G3's check compares the path each connection
+ *    had when it connected, but an open connection resolves names in the new schema at once, so
+ *    `dept` read `<reader>.dept` (a copy of the denied table). Closing it needs the path checked in
+ *    the read's own round trip (a guard like the hierarchy's) or the path pinned in the startup packet.
  *
  * Withstood (asserted below): a denied column renamed after the scan (by its new name: unknown; by
  * `*`: the scanned name is still denied); whole-row and `(t).col` forms of a denied column; system
@@ -175,4 +180,18 @@ describe('G2 (high): a column added after the scan to a table the caller may rea
     expect(await outcome('SELECT d FROM dept d', colsKey)).toEqual(DENIED);
     expect(await outcome('SELECT row_to_json(d) AS r FROM dept d', colsKey)).toEqual(DENIED);
   });
+});
+
+test.failing("G4 (medium, open): a schema named as the reader role (\"$user\" on its path) created after the scan, read by connections opened before it", async () => {
+  // Warm a reader connection on the scanned path (public only: no "$user" schema existed at the scan).
+  expect(await outcome('SELECT title FROM dept', colsKey)).toEqual({ status: 200, rows: [{ title: 'Research' }] });
+  await admin.query(`CREATE SCHEMA ${reader}; CREATE TABLE ${reader}.dept AS SELECT * FROM hr_secret.dept; GRANT USAGE ON SCHEMA ${reader} TO ${reader}; GRANT SELECT ON ${reader}.dept TO ${reader}`);
+  try {
+    // New connections would answer session_settings_mismatch (G3's check); an open one resolves
+    // `dept` to the new schema's table at once while its recorded path still says public: served
+    // [{title: 'SECRET-DEPT'}].
+    expect(await outcome('SELECT title FROM dept', colsKey)).toEqual({ status: 200, code: 'session_settings_mismatch' });
+  } finally {
+    await admin.query(`DROP SCHEMA ${reader} CASCADE`);
+  }
 });
