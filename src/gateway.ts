@@ -181,6 +181,24 @@ export async function startGovernedGateway(opts: GovernedGatewayOptions): Promis
   };
   const permissionLog = logThrottle(60_000);
   const goneLog = logThrottle(60_000);
+  // Task hf5: a user function changed since the scan, or an outdated snapshot. One rescan of a source at a time; another
+  // asked for while one runs is run once after it (a change may have landed during the scan).
+  const rescans = new Map<string, { again: boolean }>();
+  const staleLog = logThrottle(60_000);
+  const rescanStale = (sourceId: string): void => {
+    const running = rescans.get(sourceId);
+    if (running) return void (running.again = true);
+    const state = { again: false };
+    rescans.set(sourceId, state);
+    const run = (): void => {
+      state.again = false;
+      scanSource(db, sourceId)
+        .then(() => store.markCatalogStale(sourceId))
+        .catch((err: unknown) => logger.warn({ source_id: sourceId, code: (err as { code?: string }).code }, 'catalog rescan of a stale snapshot failed'))
+        .finally(() => (state.again ? run() : rescans.delete(sourceId)));
+    };
+    run();
+  };
   const tools: ToolBinding[] = interlockToolBindings({
     interlock_query: queryHandler({
       store, connectors, rateLimiter, cache, analysisCache, catalog, maskSecret, rowViews, connectorRequest: documentsConnectorRequest(discovery),
@@ -197,6 +215,17 @@ export async function startGovernedGateway(opts: GovernedGatewayOptions): Promis
         if (repeated === null) return;
         store.markCatalogStale(f.sourceId);
         logger.warn({ source_id: f.sourceId, relation: f.object, sqlstate: '42P01', request_id: f.requestId, ...(repeated ? { repeated_since_last: repeated } : {}) }, `a relation the scanned catalogue holds is gone from the source (undefined_table): the catalogue is stale; run interlock source scan ${f.sourceId}; agents reading it are told statement_failed (42P01)`);
+      },
+      // A user function a statement runs changed on the source since the scan, or the snapshot predates
+      // the type facts (task hf5): the agent is told catalog_stale and the source rescanned now; one
+      // line per source and reason a minute.
+      onCatalogStale: (f) => {
+        rescanStale(f.sourceId);
+        const repeated = staleLog(`${f.sourceId}\u0000${f.reason}`);
+        if (repeated === null) return;
+        logger.warn({ source_id: f.sourceId, reason: f.reason, request_id: f.requestId, ...(repeated ? { repeated_since_last: repeated } : {}) }, f.reason === 'functions_changed'
+          ? 'a user function a governed read runs was created, replaced, altered or dropped on the source since its catalogue was scanned (or the snapshot predates function versions): the read was refused catalog_stale and the source is being rescanned'
+          : 'the source\'s catalogue snapshot predates the facts on code attached to types: statements are refused catalog_stale and the source is being rescanned');
       },
     }),
     interlock_discover: discoverHandler(discovery),

@@ -10,7 +10,7 @@ import { statementSqlstateInfo, toolErrorReasonForSqlState, type StatementSqlsta
 import { statementErrorObject, type StatementErrorObject } from './statement-errors';
 import type { SourceRecord } from '../governance/store';
 import type { ToolOutcome } from './types';
-import type { ReferencingKey, RelationName } from '../sql/catalog-types';
+import type { ReferencingKey, RelationName, SourceCatalog } from '../sql/catalog-types';
 import type { LiveRelationTree } from '../sql/hierarchy';
 
 /** A read as the connector returns it: columns in order, and the rows as arrays. */
@@ -22,6 +22,8 @@ export interface ReadRows {
   truncatedBy?: TruncatedBy | null;
   /** The read's guard raised: its statement did not run and there are no rows (see QueryConnector.standaloneGuard). */
   guardTripped?: true;
+  /** The read's function guard raised (task hf5; QueryConnector.functionGuard): its statement did not run and there are no rows. */
+  functionsChanged?: true;
 }
 
 /** What cut a result: `max_rows` (more rows matched than the row cap) or `max_bytes` (the result's byte cap). */
@@ -30,7 +32,14 @@ export type TruncatedBy = 'max_rows' | 'max_bytes';
 /** The reader side of a source connector. Rejects with an error whose `code` is a SourceErrorCode. */
 export interface QueryConnector {
   /** `opts.settings`: custom settings bound (as parameters) on the connection before the statement: row-rule attribute values (issue 27). `opts.searchPath`: the catalogue's lookup path the statement was analysed on; the read runs only on a connection whose path is the same (src/sources/postgres/read.ts, red team rt42 G3). */
-  read(sql: string, params: unknown[], opts: { maxRows: number; maxBytes: number; signal?: AbortSignal; identityId?: string; settings?: ReadonlyArray<readonly [string, string]>; guard?: { text: string; values: string[] }; searchPath?: readonly string[] }): Promise<ReadRows>;
+  read(sql: string, params: unknown[], opts: { maxRows: number; maxBytes: number; signal?: AbortSignal; identityId?: string; settings?: ReadonlyArray<readonly [string, string]>; guard?: { text: string; values: string[] }; functionGuard?: { text: string; values: string[] }; searchPath?: readonly string[] }): Promise<ReadRows>;
+  /**
+   * A guard for `read` that proves, in the read's own round trip and right before the statement,
+   * that the user functions `fns` (each name with all its overloads) are still the ones `catalog`
+   * recorded (task hf5, src/sources/postgres/function-guard.ts); when one is not, the statement is
+   * not run and the read resolves with `functionsChanged`. Null for no functions (nothing sent).
+   */
+  functionGuard?(catalog: SourceCatalog, fns: ReadonlyArray<{ schema: string; name: string }> | undefined): { text: string; values: string[] } | null;
   /**
    * A guard for `read` that proves, in the read's own round trip, that `relations` still stand alone
    * (no partition or inheritance parent or child); when it cannot, the statement is not run and

@@ -22,6 +22,7 @@ import { mapConnectorError, permissionDeniedObject, SQLSTATE_INSUFFICIENT_PRIVIL
 import { checkHierarchy, hierarchySensitive, hitNeedsCheck, standaloneGuardFor, type HierarchyCheck } from './hierarchy-check';
 import { redactRows } from './08-redact';
 import { maskedStatement } from '../sql/mask-sql';
+import { lacksTypeFacts } from '../sql/type-code';
 import type { AuditHooks } from '../audit/types';
 import { statementAuditFacts } from './audit-facts';
 import { hitOutcome, type ResultCache } from './cache';
@@ -69,6 +70,13 @@ export interface QueryPipelineDeps {
    * operators only). The gateway marks the catalogue stale and logs it, once a minute per relation.
    */
   onRelationGone?: (facts: { sourceId: string; object?: string; requestId: string }) => void;
+  /**
+   * Called when a statement is refused `catalog_stale` (task hf5): a read's function guard found a
+   * user function the statement runs changed on the source since the scan (`functions_changed`), or
+   * the snapshot was scanned before the type facts existed (`snapshot_outdated`, typeHelpers
+   * `lacksTypeFacts`). The gateway rescans the source (one scan at a time per source) and logs it.
+   */
+  onCatalogStale?: (facts: { sourceId: string; requestId: string; reason: 'functions_changed' | 'snapshot_outdated' }) => void;
   /** Called after a documents-source request (issue 4) — absent means such sources answer request refusals. */
   connectorRequest?: (source: SourceRecord, request: Record<string, unknown>, ctx: ToolCallContext, evaluator: AccessEvaluator) => Promise<ToolOutcome>;
 }
@@ -133,6 +141,12 @@ function pipeline(deps: QueryPipelineDeps, now: () => Date, analyses: AnalysisCa
     const c = deps.catalog(source);
     const catalog = c instanceof Promise ? await c : c;
     if (!catalog) return { kind: 'refusal', code: 'source_not_catalogued' };
+    // A snapshot scanned before the code attached to types was recorded would let casts and
+    // operator-class functions run uncounted: stale, rescanned now (task hf5).
+    if (lacksTypeFacts(catalog)) {
+      deps.onCatalogStale?.({ sourceId, requestId: ctx.requestId, reason: 'snapshot_outdated' });
+      return CATALOG_STALE;
+    }
     const complexity = complexityLimitsFromSettings(source.settings);
     const cached = analyses.analyse({ sourceId, sql, catalog, grants, complexity }, () => authorizeSql(evaluator, sourceId, sql, catalog, complexity));
     const { analysis, relations } = cached.entry;
@@ -261,6 +275,9 @@ function pipeline(deps: QueryPipelineDeps, now: () => Date, analyses: AnalysisCa
     // row view the source lost was made again (once per call).
     if (rows.kind === 'ruled') audit.row_rules = rows.plan.applied;
     let remadeRowViews = false;
+    // The user functions it runs must still be the scanned ones (task hf5): checked in the read's own
+    // round trip, right before the statement; a statement without user functions sends nothing more.
+    const fnGuard = analysis.userFunctions ? (connector.functionGuard?.(catalog, analysis.userFunctions) ?? null) : null;
     for (;;) {
       const maxRows = Math.min(requested, sourceCap, restrictions.maxRows ?? Infinity);
       // Masked columns are masked in SQL, so their raw values never reach the gateway (mask-sql.ts).
@@ -289,7 +306,7 @@ function pipeline(deps: QueryPipelineDeps, now: () => Date, analyses: AnalysisCa
       let read;
       const readStarted = performance.now();
       try {
-        read = await connector.read(runSql, params, { maxRows, maxBytes: deps.maxResultBytes ?? 4 * 1024 * 1024, signal: ctx.signal, identityId: identity.id, ...(rowPlan ? { settings: rowPlan.settings } : {}), ...(guard ? { guard } : {}), ...(ctx.sourceWait ? { poolWait: ctx.sourceWait } : {}), searchPath: catalog.searchPath });
+        read = await connector.read(runSql, params, { maxRows, maxBytes: deps.maxResultBytes ?? 4 * 1024 * 1024, signal: ctx.signal, identityId: identity.id, ...(rowPlan ? { settings: rowPlan.settings } : {}), ...(guard ? { guard } : {}), ...(fnGuard ? { functionGuard: fnGuard } : {}), ...(ctx.sourceWait ? { poolWait: ctx.sourceWait } : {}), searchPath: catalog.searchPath });
       } catch (err) {
         const sqlState = (err as { sqlState?: string }).sqlState;
         // A row view dropped on the source since it was made (42P01, undefined table; e.g. by an
@@ -323,6 +340,11 @@ function pipeline(deps: QueryPipelineDeps, now: () => Date, analyses: AnalysisCa
         return failed;
       } finally {
         if (ctx.sourceWait) ctx.sourceWait.ms += performance.now() - readStarted;
+      }
+      if (read.functionsChanged) {
+        // A user function the analysis assumed is not the scanned one (task hf5): nothing ran.
+        deps.onCatalogStale?.({ sourceId: source.id, requestId: ctx.requestId, reason: 'functions_changed' });
+        return CATALOG_STALE;
       }
       if (read.guardTripped) {
         // Some relation may now sit in a tree: the statement did not run. Decide on the live tree, read again.
@@ -369,6 +391,9 @@ export function accessFingerprintOf(statements: unknown, restrictionsFingerprint
 export function cacheKey(cache: ResultCache, parts: { sourceId: string; sql: string; params: unknown[]; maxRows: number; accessFingerprint: string }, catalog: SourceCatalog, policies: Policy[]): string {
   return cache.key({ ...parts, accessFingerprint: `${parts.accessFingerprint}\u0000catalog:${contentFingerprint(catalog)}\u0000policies:${contentFingerprint(policies)}` });
 }
+
+/** A read refused because a user function it runs changed since the scan (task hf5; spec/errors-v1.json `catalog_stale`). */
+const CATALOG_STALE: ToolOutcome = { kind: 'refusal', code: 'catalog_stale' };
 
 /** The row-rule shape of every statement of a caller without row rules on the source. */
 const NO_ROW_RULES: RowRuleShape = { kind: 'none' };

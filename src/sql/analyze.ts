@@ -80,7 +80,7 @@
  */
 import { createHash } from 'node:crypto';
 import type { SourceCatalog } from './catalog-types';
-import { analyzeStatement, createWalkState, Refusal, statementName, typeCodeRuns, WORK_BUDGET, workUsed } from './analyzer';
+import { analyzeStatement, createWalkState, Refusal, statementName, typeCodeRuns, viewUserFunctions, WORK_BUDGET, workUsed } from './analyzer';
 import { complexityRefusal, DEFAULT_COMPLEXITY_LIMITS, measureComplexity, type ComplexityLimits } from './complexity';
 import { isAnyColumn, isPlaceholder } from './lineage';
 import { PreparedCatalog, prepareCatalog } from './prepared-catalog';
@@ -203,6 +203,7 @@ export function analyzeSql(sql: string, catalog: SourceCatalog | PreparedCatalog
   try {
     outs = analyzeStatement(a, type, stmt[type] as Record<string, unknown>);
     typeCodeRuns(a);
+    viewUserFunctions(a);
   } catch (err) {
     if (err instanceof Refusal) {
       opts?.onWork?.(workUsed(a));
@@ -265,6 +266,7 @@ export function analyzeSql(sql: string, catalog: SourceCatalog | PreparedCatalog
     // Present only when true, so stored analyses (the golden file) stay as they were.
     ...(a.userOperator ? { userOperators: true } : {}),
     ...(a.functionReads.size ? { functionReads: [...a.functionReads.values()] } : {}),
+    ...(a.userFunctions.size ? { userFunctions: [...a.userFunctions.values()].sort((x, y) => (x.schema + '.' + x.name).localeCompare(y.schema + '.' + y.name)) } : {}),
     fingerprint: '',
     paramCount: a.maxParam,
   } as SqlAnalysisOk;

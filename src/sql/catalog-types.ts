@@ -183,6 +183,13 @@ export interface CatalogRoutine {
   securityDefiner: boolean;
   config: string[] | null;
   owner: string;
+  /**
+   * The pg_proc row's version when scanned, `oid:xmin` (task hf5; src/sources/postgres/catalog.ts
+   * ROUTINE_VERSION_SQL): a replaced, altered or recreated function has another. Absent in older
+   * snapshots and hand-built catalogues: a statement running the function is then refused
+   * `catalog_stale` until a rescan.
+   */
+  version?: string;
   source?: string;
   depends?: {
     relations: RelationName[];
@@ -234,8 +241,9 @@ export interface SourceCatalog {
   /**
    * User code attached to types (task hcast; src/sql/type-code.ts): `[type oid, type schema, type
    * name, function schema, function name, always]`, one row per type and user function run by a
-   * cast WITH FUNCTION from or to the type, or as a support function of its btree or hash operator
-   * class, repeated for every type built on it (domain, array, range, multirange, composite field).
+   * cast WITH FUNCTION from or to the type, or as a support function (pg_amproc) of an operator
+   * class or family of any access method for it (btree, hash, gist, gin, brin, spgist, …; task
+   * hf5), repeated for every type built on it (domain, array, range, multirange, composite field).
    * `always` marks a user cast between two `pg_catalog` types (it may run in any statement). Absent
    * in older snapshots and hand-built catalogues: no attached code is known.
    */

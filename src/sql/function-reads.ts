@@ -47,6 +47,12 @@ export interface FunctionReads {
   opaque: string | null;
   /** True when an overload is SECURITY DEFINER (runs with its owner's privileges). */
   securityDefiner: boolean;
+  /**
+   * Every user function the analysis followed (this one, what it calls, the code attached to its
+   * types, …), each once, sorted: their definitions must still be the scanned ones when a statement
+   * runs the call (task hf5, `SqlAnalysisOk.userFunctions`).
+   */
+  functions: RelationName[];
 }
 
 /** Most distinct functions followed from one call; beyond it the call is opaque. */
@@ -108,6 +114,10 @@ export function functionReads(cat: PreparedCatalog, schema: string, name: string
     relations: opaque === null ? [...relations.values()].sort((a, b) => (a.schema + '.' + a.name).localeCompare(b.schema + '.' + b.name)) : [],
     opaque,
     securityDefiner,
+    functions: [...seen].sort().map((k) => {
+      const [s, n] = k.split('\u0000');
+      return { schema: s, name: n };
+    }),
   };
   memo.set(key, out);
   return out;

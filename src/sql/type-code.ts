@@ -3,9 +3,10 @@
  *
  * PostgreSQL runs functions the statement does not name when a value of a type is converted or
  * compared: a cast WITH FUNCTION (`CREATE CAST (tag AS text) WITH FUNCTION tag_text(tag)`, run by
- * `'x'::tag::text` or implicitly) and the support functions of the type's btree and hash operator
- * classes (ORDER BY, DISTINCT, GROUP BY, hash joins sort or hash with FUNCTION 1, not with the `<`
- * operator's function). The scan records them per type (`SourceCatalog.typeCode`, repeated for
+ * `'x'::tag::text` or implicitly) and the support functions of the type's operator classes and
+ * families (ORDER BY, DISTINCT, GROUP BY, hash joins sort or hash with btree/hash FUNCTION 1, not
+ * with the `<` operator's function; an index scan or build runs gist, gin, brin and spgist support
+ * functions; every access method is recorded since task hf5). The scan records them per type (`SourceCatalog.typeCode`, repeated for
  * every type built on one); this module answers which user functions a use of a type may run.
  *
  * A statement involves a type when it reads or writes a column of that type (or of a type built on
@@ -16,7 +17,7 @@
  * trusted). Fail closed: over-approximates (a read column's type counts even where no comparison
  * or cast runs on it).
  */
-import type { RelationName } from './catalog-types';
+import type { RelationName, SourceCatalog } from './catalog-types';
 import { type PreparedCatalog, relKey } from './prepared-catalog';
 
 /** The attached-code index of one prepared catalogue. */
@@ -103,4 +104,17 @@ export function hasTypeCode(cat: PreparedCatalog): boolean {
 /** User casts between two built-in types (superuser-made): they may run in any statement. */
 export function alwaysCode(cat: PreparedCatalog): readonly RelationName[] {
   return index(cat)?.always ?? [];
+}
+
+/**
+ * True when `catalog` came from a catalogue scan made before the scan recorded the code attached to
+ * types (`typeCode`, task hcast; red team rt41b F3, F7): casts WITH FUNCTION and operator-class
+ * support functions would then run uncounted, so the pipeline treats the snapshot as stale
+ * (`catalog_stale`, and the gateway rescans it; task hf5). A scan is told by the facts every scan
+ * since issue 22 records (`routines`, `serverVersionNum`, `columnTypes`, `operatorResolution`); a
+ * hand-built catalogue with none of them is not a scan and is left alone.
+ */
+export function lacksTypeFacts(catalog: SourceCatalog): boolean {
+  if (catalog.typeCode !== undefined) return false;
+  return catalog.routines !== undefined || catalog.serverVersionNum !== undefined || catalog.columnTypes !== undefined || catalog.operatorResolution !== undefined;
 }

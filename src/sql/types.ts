@@ -174,6 +174,15 @@ export interface SqlAnalysisOk {
    */
   functionReads?: FunctionRead[];
   /**
+   * Every user function (outside `pg_catalog`/`information_schema`) the analysis assumed the
+   * statement may run, each once, sorted by `schema.name`: those of `functionReads` with everything
+   * they call and the code attached to their types, and those the views it reads call (task hf5).
+   * Each name stands for all its overloads. The read checks on the server, right before the
+   * statement, that their definitions are still the scanned ones (src/sources/postgres/function-guard.ts);
+   * a change refuses the statement `catalog_stale`. Absent when none.
+   */
+  userFunctions?: Array<{ schema: string; name: string }>;
+  /**
    * libpg-query fingerprint (16 hex digits; constants, comments and layout ignored). Computed on
    * first access (it costs a second parse), then cached; enumerable, so it serialises normally.
    */

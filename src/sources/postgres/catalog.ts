@@ -43,6 +43,15 @@ export const WRITING_KEYS_FROM = `pg_catalog.pg_constraint con
 /** Foreign keys whose ON DELETE or ON UPDATE action writes the referencing rows (CASCADE, SET NULL, SET DEFAULT). */
 export const WRITING_KEY_FILTER = `con.contype = 'f' AND (con.confdeltype IN ('c', 'n', 'd') OR con.confupdtype IN ('c', 'n', 'd'))`;
 
+/**
+ * The version of one pg_proc row (`p`) as text, `oid:xmin` (task hf5): every CREATE OR REPLACE,
+ * ALTER FUNCTION (SECURITY DEFINER, SET, OWNER, …) or GRANT writes a new row version (a new xmin),
+ * and DROP + CREATE a new oid, so a function whose recorded version the server no longer has is not
+ * the one the scan analysed. The scan records it per overload (`CatalogRoutine.version`); the read
+ * guard of src/sources/postgres/function-guard.ts compares it with the server's before a statement.
+ */
+export const ROUTINE_VERSION_SQL = `p.oid::text || ':' || p.xmin::text`;
+
 /** Default cap on the number of relations in one snapshot. */
 export const DEFAULT_MAX_RELATIONS = 10_000;
 
@@ -271,7 +280,8 @@ SELECT
   -- LANGUAGE sql function {r: [[schema, name, relkind]], f: [[schema, name]] (functions, and
   -- operators' functions), u: uses a type whose input runs user code}]: a SQL-standard body's, and
   -- for a string body those of its parameter defaults (evaluated in the caller's statement) and its
-  -- parameter and result types (a domain CHECK runs on the coercion) (red team rt41b). prosqlbody is read through to_jsonb so the scan
+  -- parameter and result types (a domain CHECK runs on the coercion) (red team rt41b), and the row's version
+  -- (ROUTINE_VERSION_SQL, task hf5: checked again before every statement that runs it). prosqlbody is read through to_jsonb so the scan
   -- also runs on servers before 14, which lack it.
   ,(SELECT coalesce(json_agg(json_build_array(n.nspname, p.proname, l.lanname, p.prosecdef, p.proconfig, pg_catalog.pg_get_userbyid(p.proowner),
             CASE WHEN l.lanname = 'sql' AND (pg_catalog.to_jsonb(p) ->> 'prosqlbody') IS NULL THEN p.prosrc END,
@@ -294,7 +304,8 @@ SELECT
                     JOIN unsafe_types ut ON ut.s = tn.nspname AND ut.n = ty.typname
                     WHERE dp.classid = 'pg_catalog.pg_proc'::regclass AND dp.objid = p.oid AND dp.refclassid = 'pg_catalog.pg_type'::regclass),
               't', (SELECT coalesce(json_agg(DISTINCT dp.refobjid::int8), '[]'::json) FROM pg_catalog.pg_depend dp
-                    WHERE dp.classid = 'pg_catalog.pg_proc'::regclass AND dp.objid = p.oid AND dp.refclassid = 'pg_catalog.pg_type'::regclass)) END)
+                    WHERE dp.classid = 'pg_catalog.pg_proc'::regclass AND dp.objid = p.oid AND dp.refclassid = 'pg_catalog.pg_type'::regclass)) END,
+            ${ROUTINE_VERSION_SQL})
             ORDER BY n.nspname, p.proname, p.oid), '[]'::json)
      FROM pg_catalog.pg_proc p
      JOIN pg_catalog.pg_namespace n ON n.oid = p.pronamespace
@@ -310,7 +321,7 @@ SELECT
   ,current_user::text AS reader_role
   -- User code attached to types (task hcast; src/sql/type-code.ts): the user functions of casts
   -- WITH FUNCTION (castmethod 'f') from or to a type and the support functions (pg_amproc) of its
-  -- btree and hash operator classes (a cast between a user type and a built-in one is attached to the
+  -- operator classes and families of every access method (a cast between a user type and a built-in one is attached to the
   -- user type only: it runs where that type is involved); then every type built on one (domains, arrays, ranges,
   -- multiranges, stand-alone composites with a field of it; closed over by typeCodeOf). A user cast between two
   -- pg_catalog types is marked 'always' (it may run in any statement).
@@ -326,13 +337,16 @@ SELECT
         -- A cast between a user type and a built-in one runs only where the user type is involved.
         AND (x.s <> 'pg_catalog' OR (sn.nspname = 'pg_catalog' AND tn.nspname = 'pg_catalog'))
       UNION
-      SELECT oc.opcintype, fn.nspname, f.proname, false
-      FROM pg_catalog.pg_opclass oc
-      JOIN pg_catalog.pg_am am ON am.oid = oc.opcmethod AND am.amname IN ('btree', 'hash')
-      JOIN pg_catalog.pg_amproc ap ON ap.amprocfamily = oc.opcfamily
+      -- Support functions of every access method (btree, hash, gist, gin, brin, spgist, extensions'):
+      -- attached to the input type of every operator class of the family and to the function's own
+      -- left and right types (a family may hold cross-type functions no class names) (task hf5).
+      SELECT x.t, fn.nspname, f.proname, false
+      FROM pg_catalog.pg_amproc ap
       JOIN pg_catalog.pg_proc f ON f.oid = ap.amproc
       JOIN pg_catalog.pg_namespace fn ON fn.oid = f.pronamespace
-      WHERE fn.nspname NOT IN ('pg_catalog', 'information_schema')
+      CROSS JOIN LATERAL (SELECT oc.opcintype FROM pg_catalog.pg_opclass oc WHERE oc.opcfamily = ap.amprocfamily
+                          UNION SELECT ap.amproclefttype UNION SELECT ap.amprocrighttype) AS x(t)
+      WHERE fn.nspname NOT IN ('pg_catalog', 'information_schema') AND x.t <> 0
     )
     SELECT json_build_object(
       'a', (SELECT coalesce(json_agg(json_build_array(a.t::int8, n.nspname, ty.typname, a.fs, a.fn, a.al) ORDER BY a.t, a.fs, a.fn), '[]'::json)
@@ -381,7 +395,7 @@ interface ScanRow {
   implicit_casts: OperatorResolution['implicitCasts'];
   /** [oid, typtype, typcategory, typbasetype, typelem, format_type, enum labels | null, range subtype | null]. */
   column_types: Array<[number, string, string, number, number, string, string[] | null, string | null]>;
-  routines: Array<[string, string, string, boolean, string[] | null, string, string | null, { r: Array<[string, string, string]>; f: Array<[string, string]>; u: boolean; t?: number[] } | null]>;
+  routines: Array<[string, string, string, boolean, string[] | null, string, string | null, { r: Array<[string, string, string]>; f: Array<[string, string]>; u: boolean; t?: number[] } | null, string?]>;
   operator_code: NonNullable<SourceCatalog['operatorCode']>;
   /** a: [type oid, schema, name, function schema, function name, always]; e: [child oid, child schema, child name, parent oid]. */
   type_code: { a: Array<[number, string, string, string, string, boolean]>; e: Array<[number, string, string, number]> };
@@ -414,8 +428,9 @@ export function referencingKeyOf([schema, name, del, upd, cols, refCols, cloned]
  * (a sequence, an index) are kept: src/sql/function-reads.ts finds them missing and fails closed;
  * a composite type's row type (relkind c) holds no rows and is dropped.
  */
-function routineOf([schema, name, language, secdef, config, owner, source, deps]: ScanRow['routines'][number]): CatalogRoutine {
+function routineOf([schema, name, language, secdef, config, owner, source, deps, version]: ScanRow['routines'][number]): CatalogRoutine {
   const r: CatalogRoutine = { schema, name, language, securityDefiner: secdef === true, config: config ?? null, owner };
+  if (typeof version === 'string') r.version = version;
   if (deps) {
     r.depends = {
       relations: deps.r.filter(([, , k]) => k !== 'c').map(([s, n]) => ({ schema: s, name: n })),

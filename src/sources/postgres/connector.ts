@@ -21,13 +21,14 @@ import { StatementCanceller } from './cancel';
 import { SourceError, classifyFailure, internalCause, localFailure, type FailurePhase } from './errors';
 import { IdentitySlots } from './fair-share';
 import { SourcePools, type PoolStats } from './pools';
-import type { ReadOptions, ReadResult } from './portal-read';
+import type { ReadGuard, ReadOptions, ReadResult } from './portal-read';
+import { functionGuard } from './function-guard';
 import { runRead, type StatementContext } from './read';
 import { resolveSettings, tlsOptions, type PostgresSourceSettings, type Resolved } from './settings';
 import { encodeParams } from './wire';
 import { readRelationTrees, standaloneGuard, MAX_HIERARCHY_ROWS } from './hierarchy';
 import { readReferentialKeys, readViewDefinitions, MAX_REFERENTIAL_KEY_ROWS } from './referential-keys';
-import type { ReferencingKey, RelationName } from '../../sql/catalog-types';
+import type { ReferencingKey, RelationName, SourceCatalog } from '../../sql/catalog-types';
 import type { LiveRelationTree } from '../../sql/hierarchy';
 import { lendReader, runWrite } from './write';
 
@@ -206,6 +207,14 @@ export class PostgresSourceConnector {
    */
   standaloneGuard(relations: readonly RelationName[]): { text: string; values: string[] } {
     return standaloneGuard(relations);
+  }
+
+  /**
+   * A read guard (ReadOptions.functionGuard, task hf5) that lets the read's statement run only while
+   * the user functions `fns` are the ones `catalog` recorded (function-guard.ts); null for none.
+   */
+  functionGuard(catalog: SourceCatalog, fns: ReadonlyArray<{ schema: string; name: string }> | undefined): ReadGuard | null {
+    return functionGuard(catalog, fns);
   }
 
   /**

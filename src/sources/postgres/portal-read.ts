@@ -38,6 +38,11 @@ export interface ReadResult {
    * before reading. Absent when the read had no guard or the guard passed.
    */
   guardTripped?: true;
+  /**
+   * Set when the read's `functionGuard` raised its error (task hf5): a user function the statement
+   * runs is not the one the catalogue scan recorded; the statement was not executed, `rows` is empty.
+   */
+  functionsChanged?: true;
 }
 
 /**
@@ -81,6 +86,12 @@ export interface ReadOptions {
    */
   searchPath?: readonly string[];
   /**
+   * A second precondition of the same kind (task hf5; src/sources/postgres/function-guard.ts): the
+   * user functions the statement runs are still the scanned ones. Run after the settings and
+   * before `guard`; when it raises GUARD_SQLSTATE the read resolves with `functionsChanged`.
+   */
+  functionGuard?: ReadGuard;
+  /**
    * When given, the read adds to `poolMs` the milliseconds it waited for a connection of the
    * source's shared reader pool (SourcePools.checkout), after its identity's slot was granted: the
    * wait for its own identity's slot (fair-share.ts) is not in it. Admission by capacity counts this
@@ -102,7 +113,7 @@ export interface ReadOptions {
 export const BIND_SETTINGS_SQL = 'SELECT pg_catalog.count(pg_catalog.set_config(s.name, s.value, true)) FROM ROWS FROM (pg_catalog.unnest($1::text[]), pg_catalog.unnest($2::text[])) AS s(name, value)';
 
 /** A command run before the statement in the same Sync: the settings' binding, then the guard. */
-type Prelude = 'settings' | 'guard';
+type Prelude = 'settings' | 'functions' | 'guard';
 
 /** A type not loaded yet: its text, as the mapping gives every non-array type it does not list. */
 const textValue: Decoder = (s) => s;
@@ -224,6 +235,8 @@ export class PortalRead {
   private pending: Prelude[] = [];
   /** The guard raised an error: the statement was not executed. */
   guardTripped = false;
+  /** The function guard raised an error: the statement was not executed. */
+  functionsChanged = false;
   private readonly onParameterStatus = () => {
     this.unexpected ??= 'session parameter changed';
   };
@@ -244,6 +257,7 @@ export class PortalRead {
     private readonly reparse = false,
     private readonly guard?: ReadGuard,
     private readonly settings?: ReadonlyArray<readonly [string, string]>,
+    private readonly functionGuard?: ReadGuard,
   ) {}
 
   /**
@@ -282,10 +296,11 @@ export class PortalRead {
     const st = statementsOf(connection);
     // The preludes' names first: a statement's new name must not evict them within this round trip.
     const binding = this.settings && this.settings.length > 0 ? this.statementFor(st, BIND_SETTINGS_SQL, false, connection) : null;
+    const fnGuard = this.functionGuard ? this.statementFor(st, this.functionGuard.text, false, connection) : null;
     const guard = this.guard ? this.statementFor(st, this.guard.text, false, connection) : null;
     const main = this.statementFor(st, this.text, this.reparse, connection);
     this.usedNamedStatement = main.existing;
-    this.pending = [...(binding ? (['settings'] as const) : []), ...(guard ? (['guard'] as const) : [])];
+    this.pending = [...(binding ? (['settings'] as const) : []), ...(fnGuard ? (['functions'] as const) : []), ...(guard ? (['guard'] as const) : [])];
     const known = main.existing ? st.described.get(main.name) : undefined;
     if (known) this.useDescription(known);
     else if (main.name !== '') this.describing = { st, name: main.name };
@@ -300,6 +315,11 @@ export class PortalRead {
         // Everything up to the Sync is one implicit transaction: the values are gone once it ends.
         if (binding.parse) connection.parse({ name: binding.name, text: BIND_SETTINGS_SQL });
         connection.bind({ portal: '', statement: binding.name, values: [prepareValue(this.settings.map((x) => x[0])), prepareValue(this.settings.map((x) => x[1]))] });
+        connection.execute({ portal: '', rows: 0 });
+      }
+      if (fnGuard && this.functionGuard) {
+        if (fnGuard.parse) connection.parse({ name: fnGuard.name, text: this.functionGuard.text });
+        connection.bind({ portal: '', statement: fnGuard.name, values: this.functionGuard.values });
         connection.execute({ portal: '', rows: 0 });
       }
       if (guard && this.guard) {
@@ -344,7 +364,7 @@ export class PortalRead {
   handleDataRow(msg: { fields: Array<string | null> }): void {
     if (this.pending.length > 0) {
       // The binding's one row (its count) is expected and dropped; a guard returns none.
-      if (this.pending[0] === 'guard') this.unexpected ??= 'guard returned rows';
+      if (this.pending[0] === 'guard' || this.pending[0] === 'functions') this.unexpected ??= 'guard returned rows';
       return;
     }
     if (this.full) return;
@@ -407,6 +427,7 @@ export class PortalRead {
 
   handleError(err: unknown): void {
     if (this.pending[0] === 'guard') this.guardTripped = true;
+    if (this.pending[0] === 'functions') this.functionsChanged = true;
     this.finish(err);
   }
 

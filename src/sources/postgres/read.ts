@@ -134,7 +134,7 @@ function readFrom(ctx: StatementContext, sql: string, values: unknown[], opts: R
           // The connection's prepared statement went stale (a catalogue change altered its result
           // columns): parse the approved text again, once, on the same connection.
           reparsed = true;
-          q = new PortalRead(sql, values, opts.maxRows, opts.maxBytes, finish, types, true, opts.guard, opts.settings);
+          q = new PortalRead(sql, values, opts.maxRows, opts.maxBytes, finish, types, true, opts.guard, opts.settings, opts.functionGuard);
           client.query(q as unknown as pg.Submittable);
           return;
         }
@@ -145,7 +145,7 @@ function readFrom(ctx: StatementContext, sql: string, values: unknown[], opts: R
             () => {
               if (settled) return;
               guard.arm(readWireBudget(opts.maxBytes), overBudget);
-              q = new PortalRead(sql, values, opts.maxRows, opts.maxBytes, finish, types, false, opts.guard, opts.settings);
+              q = new PortalRead(sql, values, opts.maxRows, opts.maxBytes, finish, types, false, opts.guard, opts.settings, opts.functionGuard);
               client.query(q as unknown as pg.Submittable);
             },
             (loadErr: unknown) => finish(loadErr),
@@ -153,6 +153,13 @@ function readFrom(ctx: StatementContext, sql: string, values: unknown[], opts: R
           return;
         }
         settle();
+        if (err !== null && q.functionsChanged && q.unexpected === null && (err as { code?: unknown }).code === GUARD_SQLSTATE && isServerError(err) && !isFatalServerError(err)) {
+          // The function guard said no (task hf5): a user function changed since the scan; the
+          // statement was not executed and the connection is clean.
+          client.release(false);
+          resolve({ fields: [], rows: [], rowsArray: [], truncated: false, truncatedBy: null, bytes: 2, functionsChanged: true });
+          return;
+        }
         if (err !== null && q.guardTripped && q.unexpected === null && (err as { code?: unknown }).code === GUARD_SQLSTATE && isServerError(err) && !isFatalServerError(err)) {
           // The guard said no: the statement was not executed (the server skipped it). The
           // connection is clean (a plain statement error, then ReadyForQuery).
@@ -211,7 +218,7 @@ function readFrom(ctx: StatementContext, sql: string, values: unknown[], opts: R
       let reparsed = false;
       let typesLoaded = false;
       const types = sourceTypesOf(ctx.pools);
-      let q = new PortalRead(sql, values, opts.maxRows, opts.maxBytes, finish, types, false, opts.guard, opts.settings);
+      let q = new PortalRead(sql, values, opts.maxRows, opts.maxBytes, finish, types, false, opts.guard, opts.settings, opts.functionGuard);
       client.on('error', onClientError);
       if (signal?.aborted) {
         settle();

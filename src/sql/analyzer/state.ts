@@ -129,6 +129,8 @@ export interface WalkState {
   readonly functions: Map<string, FunctionUse>;
   /** User functions that may run and what they read (see `SqlAnalysisOk.functionReads`), keyed by function and operator. */
   readonly functionReads: Map<string, FunctionRead>;
+  /** Every user function the statement may run, keyed by `schema\u0000name` (see `SqlAnalysisOk.userFunctions`). */
+  readonly userFunctions: Map<string, { schema: string; name: string }>;
   readonly filter: Map<string, ColumnRef>;
   /** Columns whose values are used other than as a top-level passthrough output (see `SqlAnalysisOk.nonOutputUses`). */
   readonly nonOutput: Map<string, ColumnRef>;
@@ -176,6 +178,7 @@ export function newWalkState(cat: PreparedCatalog, budget: number, viewBody: boo
     writes: [],
     functions: new Map(),
     functionReads: new Map(),
+    userFunctions: new Map(),
     filter: new Map(),
     nonOutput: new Map(),
     countUses: new Map(),

@@ -142,8 +142,9 @@ export function countUse(st: WalkState, l: Lin): void {
 export function functionRead(st: WalkState, schema: string, name: string, operator?: string, opaque?: string): void {
   const key = schema + '\u0000' + name + '\u0000' + (operator ?? '');
   if (st.functionReads.has(key)) return;
-  const r = opaque === undefined ? functionReads(st.cat, schema, name) : { relations: [], opaque, securityDefiner: false };
-  charge(st, 1 + r.relations.length);
+  const r = opaque === undefined ? functionReads(st.cat, schema, name) : { relations: [], opaque, securityDefiner: false, functions: [] };
+  for (const f of r.functions) st.userFunctions.set(f.schema + '\u0000' + f.name, f);
+  charge(st, 1 + r.functions.length + r.relations.length);
   st.functionReads.set(key, {
     schema,
     name,
@@ -155,8 +156,27 @@ export function functionRead(st: WalkState, schema: string, name: string, operat
 }
 
 /**
+ * The user functions the views a statement reads call (task hf5): what the server's dependency
+ * records of each view name (`view.userCode`, nested views included), with everything each calls,
+ * added to `st.userFunctions` (their lineage is already the view's). Operators and types in
+ * `userCode` are not functions and are skipped. Called once the walk is done.
+ */
+export function viewUserFunctions(st: WalkState): void {
+  for (const { rel } of st.reads.values()) {
+    if (rel.kind !== 'view' && rel.kind !== 'materialized_view') continue;
+    for (const code of viewLineage(st.cat.source, rel.schema, rel.name).userCode) {
+      const dot = code.indexOf('.');
+      const s = code.slice(0, dot);
+      const n = code.slice(dot + 1);
+      if (!(st.cat.functionsByName.get(n) ?? []).some((f) => f.schema === s)) continue;
+      for (const f of functionReads(st.cat, s, n).functions) st.userFunctions.set(f.schema + '\u0000' + f.name, f);
+    }
+  }
+}
+
+/**
  * User code attached to the types the statement's columns hold (task hcast, src/sql/type-code.ts):
- * the casts and btree/hash operator-class support functions of the type of every column read or
+ * the casts and operator-class support functions (every access method) of the type of every column read or
  * written (for a view read, of every relation behind it), and every user cast between two built-in
  * types, run as calls (`functionRead`). Called
  * once the walk is done (`st.reads` and `st.writes` are complete).

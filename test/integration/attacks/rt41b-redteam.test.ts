@@ -14,8 +14,9 @@
  *    body; neither counts it.
  *  - F4 (medium, fixed): a function whose parameter or result type is a domain whose CHECK calls a
  *    data-reading function: the coercion runs the CHECK (an error/no-error oracle on the SSN).
- *  - F5 (low, open; docs/operators.md asks for a rescan after replacing a function): CREATE OR
- *    REPLACE after the scan: the server runs the new body, the analysis the scanned one, until a rescan.
+ *  - F5 (low, fixed by hf5): CREATE OR REPLACE after the scan: the server ran the new body, the
+ *    analysis the scanned one, until a rescan. Now the read checks the functions' pg_proc versions
+ *    right before the statement: catalog_stale, and the gateway rescans.
  *  - F7 (medium, fixed by hcast): a user type's default btree operator class: ORDER BY, DISTINCT and GROUP BY
  *    sort with its FUNCTION 1 (support function), not with the `<` operator's function the analysis
  *    follows; a comparison that reads the denied column leaks through the order.
@@ -35,6 +36,8 @@ import { connect } from 'node:net';
 import { startGovernedEnv, callTool, type GovernedEnv } from '../../helpers/governed';
 import { governAsHrAnalyst } from '../../helpers/hr-analyst';
 import { upsertRole } from '../../../src/control/roles';
+import { scanSource } from '../../../src/control/scan';
+import { loadCatalog, saveCatalog } from '../../../src/control/catalog';
 import { RawClient } from '../../helpers/raw-client';
 import { shed } from '../../helpers/capacity-load';
 import { frontDoorOf } from '../../../src/transport/front-door';
@@ -43,6 +46,8 @@ const MODERN = '2026-07-28';
 const TAIL = "A function's result cannot be masked or checked column by column, so the call is refused. Read the columns you may use directly (interlock_describe_access lists them), or ask an operator.";
 /** The refusal of a function whose body may read what the caller may not (no column named: not describable here). */
 const denied = (fn: string) => ({ code: 'source_role_denied', message: `The function ${fn} reads a relation or column that no source role granted to this identity allows reading. ${TAIL}` });
+/** The catalog_stale refusal's text (spec/errors-v1.json). */
+const STALE = 'A user function this statement runs (directly, or through an operator, a cast, an operator class, a view or a default) was created, replaced, altered or dropped on the source since its catalogue was last scanned, or the snapshot predates facts InterLock now needs, so what the statement may read is not known; nothing was run. The gateway has started a rescan of the source: try again in a few seconds.';
 const opaque = (fn: string, why: string) => ({ code: 'function_not_allowed', message: `The function ${fn} ${why}, so InterLock cannot tell what it reads; it is refused unless an operator lists it in the source's trusted_functions.` });
 
 describe('user functions', () => {
@@ -180,12 +185,101 @@ describe('user functions', () => {
     expect(await outcome('SELECT arg_probe(1)')).toEqual(opaque('public.arg_probe', 'uses a type whose input runs user code'));
   });
 
-  test.failing('F5 (low, open): a function replaced after the scan runs its new body', async () => {
-    await admin.query('CREATE OR REPLACE FUNCTION public.twice_t(int) RETURNS text LANGUAGE sql STABLE AS $$ SELECT ssn FROM public.staff WHERE emp_id = $1 $$');
+  /** Rescans the source as an operator would and drops the gateway's cached snapshot. */
+  async function rescan(): Promise<void> {
+    await scanSource(env.db, 'chinook');
+    env.gateway.store.invalidate('*');
+  }
+
+  /** The outcome once the gateway's rescan after a refusal has landed: the first answer must be catalog_stale. */
+  async function afterRescan(sql: string): Promise<unknown> {
+    const first = await outcome(sql);
+    expect(first).toEqual({ code: 'catalog_stale', message: STALE });
+    // The gateway rescans on its own (one scan at a time); poll until the new snapshot is in use.
+    for (let i = 0; i < 200; i++) {
+      const o = await outcome(sql);
+      if ((o as { code?: string }).code !== 'catalog_stale') return o;
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    throw new Error(`still catalog_stale: ${sql}`);
+  }
+
+  /**
+   * A call served before `change` (run as the owner) is refused catalog_stale after it, then judged on
+   * the changed function once the gateway has rescanned (`denied(fn)`); `undo` restores the function.
+   */
+  async function changedFunction(sql: string, fn: string, served: unknown, change: string, undo: string): Promise<void> {
+    expect(await outcome(sql)).toEqual(served);
+    await admin.query(change);
     try {
-      expect(await outcome('SELECT twice_t(1) AS t')).toMatchObject({ code: 'source_role_denied' });
+      expect(await afterRescan(sql)).toEqual(denied(fn));
     } finally {
-      await admin.query('CREATE OR REPLACE FUNCTION public.twice_t(int) RETURNS text LANGUAGE sql STABLE AS $$ SELECT ($1 * 2)::text $$');
+      await admin.query(undo);
+    }
+    // A rescan the gateway started before the undo may land after ours: rescan until the undo is seen.
+    let last: unknown;
+    for (let i = 0; i < 20 && JSON.stringify(last) !== JSON.stringify(served); i++) {
+      await rescan();
+      last = await outcome(sql);
+    }
+    expect(last).toEqual(served);
+  }
+
+  test('F5 (low): a function replaced after the scan is refused catalog_stale, then judged on its new body once rescanned', async () => {
+    await changedFunction('SELECT twice_t(1) AS t', 'public.twice_t', [{ t: '2' }],
+      'CREATE OR REPLACE FUNCTION public.twice_t(int) RETURNS text LANGUAGE sql STABLE AS $$ SELECT ssn FROM public.staff WHERE emp_id = $1 $$',
+      'CREATE OR REPLACE FUNCTION public.twice_t(int) RETURNS text LANGUAGE sql STABLE AS $$ SELECT ($1 * 2)::text $$');
+  });
+
+  test('hf5: ALTER FUNCTION … SECURITY DEFINER after the scan (the body now resolves in the owner\'s schema) is refused until rescanned', async () => {
+    await changedFunction('SELECT * FROM dept_titles_invoker() AS t', 'public.dept_titles_invoker', [{ t: 'Research' }],
+      'ALTER FUNCTION public.dept_titles_invoker() SECURITY DEFINER', 'ALTER FUNCTION public.dept_titles_invoker() SECURITY INVOKER');
+  });
+
+  test('hf5: ALTER FUNCTION … SET search_path after the scan is refused until rescanned', async () => {
+    // Pinned to the owner's schema, the body's dept is the owner's (its title holds the SSN).
+    const owner = admin.escapeIdentifier((await admin.query('SELECT current_user AS u')).rows[0].u);
+    await changedFunction('SELECT * FROM dept_titles_invoker() AS t', 'public.dept_titles_invoker', [{ t: 'Research' }],
+      `ALTER FUNCTION public.dept_titles_invoker() SET search_path = ${owner}`, 'ALTER FUNCTION public.dept_titles_invoker() RESET search_path');
+  });
+
+  test('hf5: a function dropped and created again under the same name, called only through a view, is refused until rescanned', async () => {
+    await admin.query('CREATE FUNCTION public.dbl(int) RETURNS int LANGUAGE sql STABLE AS $$ SELECT $1 * 2 $$; CREATE VIEW public.dept_dbl AS SELECT dept_id, public.dbl(dept_id) AS d FROM public.dept; GRANT SELECT ON public.dept_dbl TO ' + admin.escapeIdentifier(env.demo.readerRole));
+    await rescan();
+    expect(await outcome('SELECT d FROM dept_dbl')).toEqual([{ d: 20 }]);
+    // A view keeps the function's oid: drop both, then recreate them with a body reading the SSN.
+    await admin.query('DROP VIEW public.dept_dbl; DROP FUNCTION public.dbl(int)');
+    await admin.query("CREATE FUNCTION public.dbl(int) RETURNS int LANGUAGE sql STABLE AS $$ SELECT count(*)::int FROM public.staff WHERE ssn LIKE '1%' $$; CREATE VIEW public.dept_dbl AS SELECT dept_id, public.dbl(dept_id) AS d FROM public.dept; GRANT SELECT ON public.dept_dbl TO " + admin.escapeIdentifier(env.demo.readerRole));
+    try {
+      // Another text than above: a result stored before the change (computed under the old body) is not asked for.
+      expect(await afterRescan('SELECT d AS d2 FROM dept_dbl')).toEqual({ code: 'source_role_denied', message: expect.any(String) });
+    } finally {
+      await admin.query('DROP VIEW public.dept_dbl; DROP FUNCTION public.dbl(int)');
+      await rescan();
+    }
+  });
+
+  test('hf5: support functions of gist, gin, brin and spgist operator classes count like btree/hash ones (an opaque one is refused)', async () => {
+    // A user C-level function (LANGUAGE internal, superuser-made) as a brin and a gin support function of a user type.
+    await admin.query(`
+      CREATE TYPE tag4 AS ENUM ('m', 'n');
+      CREATE FUNCTION tag4_opcinfo(internal) RETURNS internal LANGUAGE internal AS 'brin_minmax_opcinfo';
+      CREATE OPERATOR CLASS tag4_brin FOR TYPE tag4 USING brin AS FUNCTION 1 tag4_opcinfo(internal);
+      CREATE TYPE tag5 AS ENUM ('m', 'n');
+      CREATE FUNCTION tag5_extract(tag5, internal) RETURNS internal LANGUAGE internal AS 'ginarrayextract';
+      CREATE OPERATOR CLASS tag5_gin FOR TYPE tag5 USING gin AS FUNCTION 2 tag5_extract(tag5, internal);
+      CREATE TABLE brin_things (id int, v tag4, w tag5);
+      INSERT INTO brin_things VALUES (1, 'm', 'n');
+      GRANT SELECT ON brin_things TO ${admin.escapeIdentifier(env.demo.readerRole)};`);
+    try {
+      await rescan();
+      expect(await outcome('SELECT v FROM brin_things')).toEqual(opaque('public.tag4_opcinfo', 'runs code InterLock cannot analyse (LANGUAGE internal)'));
+      expect(await outcome('SELECT w FROM brin_things')).toEqual(opaque('public.tag5_extract', 'runs code InterLock cannot analyse (LANGUAGE internal)'));
+      // Columns of other types stay readable.
+      expect(await outcome('SELECT id FROM brin_things')).toEqual([{ id: 1 }]);
+    } finally {
+      await admin.query('DROP TABLE brin_things; DROP TYPE tag4 CASCADE; DROP TYPE tag5 CASCADE; DROP FUNCTION IF EXISTS tag4_opcinfo(internal)');
+      await rescan();
     }
   });
 
@@ -196,6 +290,15 @@ describe('user functions', () => {
     }
     // A view that sorts by the column without returning it: the sort runs inside the view.
     expect(await outcome('SELECT id FROM things_sorted')).toMatchObject({ code: 'source_role_denied' });
+  });
+
+  test('hf5: a snapshot scanned before the type facts (no typeCode) is stale: refused catalog_stale, rescanned, then judged with them', async () => {
+    const { typeCode: _dropped, ...old } = (await loadCatalog(env.db, 'chinook'))!;
+    await saveCatalog(env.db, 'chinook', { ...old, scannedAt: new Date().toISOString() });
+    env.gateway.store.invalidate('*');
+    // Before hf5 such a snapshot served the sort (tag2's comparison function reads the denied SSN) uncounted.
+    expect(await afterRescan('SELECT v FROM things ORDER BY v')).toMatchObject({ code: 'source_role_denied' });
+    expect((await loadCatalog(env.db, 'chinook'))!.typeCode).toEqual(expect.any(Array));
   });
 
   test('hcast: a user type whose attached cast and operator-class functions are pure stays usable', async () => {

@@ -44,7 +44,7 @@ const reads = (cat: SourceCatalog, name: string, schema = 'public') => functionR
 
 test('a string body reads every relation it names, resolved with the reader path', () => {
   const cat = catalog([sqlFn('public', 'f', 'SELECT ssn FROM employee WHERE emp_id = $1')]);
-  expect(reads(cat, 'f')).toEqual({ relations: [{ schema: 'public', name: 'employee' }], opaque: null, securityDefiner: false });
+  expect(reads(cat, 'f')).toEqual({ relations: [{ schema: 'public', name: 'employee' }], opaque: null, securityDefiner: false, functions: [{ schema: 'public', name: 'f' }] });
 });
 
 test('a pinned search_path resolves the body where PostgreSQL will ($user inside SECURITY DEFINER = the owner)', () => {
@@ -54,15 +54,15 @@ test('a pinned search_path resolves the body where PostgreSQL will ($user inside
     sqlFn('public', 'h', 'SELECT 1 FROM employee', { config: ['search_path="$user", public'] }),
   ]);
   expect(reads(cat, 'f').relations).toEqual([{ schema: 'hr', name: 'employee' }]);
-  expect(reads(cat, 'g')).toEqual({ relations: [{ schema: 'hr', name: 'employee' }], opaque: null, securityDefiner: true });
+  expect(reads(cat, 'g')).toEqual({ relations: [{ schema: 'hr', name: 'employee' }], opaque: null, securityDefiner: true, functions: [{ schema: 'public', name: 'g' }] });
   // Outside SECURITY DEFINER $user is the reader role (no schema of that name: public).
   expect(reads(cat, 'h').relations).toEqual([{ schema: 'public', name: 'employee' }]);
 });
 
 test('a pure body reads nothing; a CTE name is not a relation', () => {
   const cat = catalog([sqlFn('public', 'twice', 'SELECT $1 * 2'), sqlFn('public', 'c', 'WITH x AS (SELECT 1 AS a) SELECT a FROM x')]);
-  expect(reads(cat, 'twice')).toEqual({ relations: [], opaque: null, securityDefiner: false });
-  expect(reads(cat, 'c')).toEqual({ relations: [], opaque: null, securityDefiner: false });
+  expect(reads(cat, 'twice')).toEqual({ relations: [], opaque: null, securityDefiner: false, functions: [{ schema: 'public', name: 'twice' }] });
+  expect(reads(cat, 'c')).toEqual({ relations: [], opaque: null, securityDefiner: false, functions: [{ schema: 'public', name: 'c' }] });
 });
 
 test('nested calls are followed, cycles end', () => {
@@ -185,5 +185,28 @@ describe('task hcast: user code attached to types (casts, btree/hash operator cl
     const old = sqlFn('public', 'old', 'SELECT 1');
     const cat = tagged([leak, old], [[9001, 'public', 'tag', 'public', 'tag_cmp', false]]);
     expect(reads(cat, 'old').opaque).toBe('has no recorded type facts (the source was scanned before InterLock analysed code attached to types; rescan it)');
+  });
+});
+
+describe('task hf5: the user functions an analysis assumed', () => {
+  test('a call lists itself and every user function it reaches; the analysis lists them once, sorted', () => {
+    const cat = catalog([
+      sqlFn('public', 'outer_f', 'SELECT inner_f($1) || upper(\'x\')'),
+      sqlFn('public', 'inner_f', 'SELECT ssn FROM employee WHERE emp_id = $1'),
+      sqlFn('public', 'twice', 'SELECT $1 * 2'),
+    ]);
+    expect(reads(cat, 'outer_f').functions).toEqual([{ schema: 'public', name: 'inner_f' }, { schema: 'public', name: 'outer_f' }]);
+    const a = analyzeSql('SELECT outer_f(1), twice(2), inner_f(3)', cat);
+    expect(a.ok && a.userFunctions).toEqual([{ schema: 'public', name: 'inner_f' }, { schema: 'public', name: 'outer_f' }, { schema: 'public', name: 'twice' }]);
+    // No user function: no list (and no guard on the read).
+    const b = analyzeSql('SELECT upper(ssn) FROM employee', cat);
+    expect(b.ok && 'userFunctions' in b).toBe(false);
+  });
+
+  test('a view read lists the user functions its definition calls (the server\'s records), with what they call', () => {
+    const cat = catalog([sqlFn('public', 'vf', 'SELECT inner_f($1)'), sqlFn('public', 'inner_f', 'SELECT $1')], {});
+    cat.relations.push({ schema: 'public', name: 'v_f', kind: 'view', columns: [col('x')], definition: 'SELECT vf(emp_id) AS x FROM employee', view: { reads: [{ schema: 'public', name: 'employee', kind: 'table' }], userCode: ['public.vf'], securityBarrier: false, securityInvoker: false } });
+    const a = analyzeSql('SELECT x FROM v_f', cat);
+    expect(a.ok && a.userFunctions).toEqual([{ schema: 'public', name: 'inner_f' }, { schema: 'public', name: 'vf' }]);
   });
 });
