@@ -37,9 +37,11 @@ export interface QueryConnector {
    * A guard for `read` that proves, in the read's own round trip and right before the statement,
    * that the user functions `fns` (each name with all its overloads) are still the ones `catalog`
    * recorded (task hf5, src/sources/postgres/function-guard.ts); when one is not, the statement is
-   * not run and the read resolves with `functionsChanged`. Null for no functions (nothing sent).
+   * not run and the read resolves with `functionsChanged`. `rowShapes` (task hrt42,
+   * `SqlAnalysisOk.rowShapes`): the same guard also proves those relations' columns are the scanned
+   * ones (src/sources/postgres/shape-guard.ts). Null for neither (nothing sent).
    */
-  functionGuard?(catalog: SourceCatalog, fns: ReadonlyArray<{ schema: string; name: string }> | undefined): { text: string; values: string[] } | null;
+  functionGuard?(catalog: SourceCatalog, fns: ReadonlyArray<{ schema: string; name: string }> | undefined, rowShapes?: ReadonlyArray<{ schema: string; name: string }>): { text: string; values: string[] } | null;
   /**
    * A guard for `read` that proves, in the read's own round trip, that `relations` still stand alone
    * (no partition or inheritance parent or child); when it cannot, the statement is not run and

@@ -23,6 +23,7 @@ import { IdentitySlots } from './fair-share';
 import { SourcePools, type PoolStats } from './pools';
 import type { ReadGuard, ReadOptions, ReadResult } from './portal-read';
 import { functionGuard } from './function-guard';
+import { withShapeGuard } from './shape-guard';
 import { runRead, type StatementContext } from './read';
 import { resolveSettings, tlsOptions, type PostgresSourceSettings, type Resolved } from './settings';
 import { encodeParams } from './wire';
@@ -211,10 +212,11 @@ export class PostgresSourceConnector {
 
   /**
    * A read guard (ReadOptions.functionGuard, task hf5) that lets the read's statement run only while
-   * the user functions `fns` are the ones `catalog` recorded (function-guard.ts); null for none.
+   * the user functions `fns` are the ones `catalog` recorded (function-guard.ts) and the relations
+   * `rowShapes` still have the scanned columns (shape-guard.ts, task hrt42); null for neither.
    */
-  functionGuard(catalog: SourceCatalog, fns: ReadonlyArray<{ schema: string; name: string }> | undefined): ReadGuard | null {
-    return functionGuard(catalog, fns);
+  functionGuard(catalog: SourceCatalog, fns: ReadonlyArray<{ schema: string; name: string }> | undefined, rowShapes?: ReadonlyArray<{ schema: string; name: string }>): ReadGuard | null {
+    return withShapeGuard(catalog, functionGuard(catalog, fns), rowShapes);
   }
 
   /**

@@ -12,7 +12,7 @@ import { type PreparedRelation, relKey } from '../prepared-catalog';
 import { isViewLike, viewColumnLineage, type ViewBodyAnalysis } from '../views';
 import { checkFields, hasOwn, type N, q, Refusal, strings } from './nodes';
 import { charge, type Col, type CteDef, type CteEnv, type Ctx, newWalkState, type NsItem, type Scope, type WalkState, WORK_BUDGET } from './state';
-import { touchRelation } from './uses';
+import { dependsOnShape, touchRelation } from './uses';
 
 /** Schemas whose relations are never exposed, whatever the catalogue holds. */
 export const SYSTEM_SCHEMAS = new Set(['pg_catalog', 'information_schema', 'pg_toast']);
@@ -146,14 +146,21 @@ export function starColumns(st: WalkState, fields: N[], ctx: Ctx): readonly Col[
   if (names.length === 0) {
     const out: Col[] = [];
     charge(st, ctx.scope.items.length);
-    for (const it of ctx.scope.items) if (it.colsVisible) for (const c of it.cols) out.push(c);
+    for (const it of ctx.scope.items) {
+      if (!it.colsVisible) continue;
+      if (it.base) dependsOnShape(st, it.base);
+      for (const c of it.cols) out.push(c);
+    }
     charge(st, out.length);
     if (ctx.scope.items.length === 0) throw new Refusal('invalid_sql', 'SELECT * with no tables specified is not valid');
     return out;
   }
   const item = findItem(st, names, ctx.scope);
   if (!item) throw new Refusal('unknown_relation', `missing FROM-clause entry for ${q(names.join('.'))}`);
-  if (item.base) touchRelation(st, item.base);
+  if (item.base) {
+    touchRelation(st, item.base);
+    dependsOnShape(st, item.base);
+  }
   return item.cols;
 }
 

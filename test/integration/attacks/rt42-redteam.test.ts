@@ -41,6 +41,7 @@ import pg from 'pg';
 import { startGovernedEnv, callTool, type GovernedEnv } from '../../helpers/governed';
 import { governAsHrAnalyst } from '../../helpers/hr-analyst';
 import { statementsAgent, type AttackEnv } from './harness';
+import { scanSource } from '../../../src/control/scan';
 
 let env: GovernedEnv;
 let admin: pg.Client;
@@ -163,24 +164,64 @@ describe('G2 (high): a column added after the scan to a table the caller may rea
     await admin.query("ALTER TABLE dept ADD COLUMN budget text DEFAULT 'hidden-budget'");
   });
   afterAll(async () => {
-    await admin.query('ALTER TABLE dept DROP COLUMN budget');
+    await admin.query('ALTER TABLE dept DROP COLUMN IF EXISTS budget');
+    for (let i = 0; i < 5; i++) await admin.query(`ALTER TABLE dept DROP COLUMN IF EXISTS extra_${i}`);
   });
 
   test('fixed: `*` and `t.*` whose result has columns the analysis did not decide on are refused', async () => {
     // Before the fix: rows [{dept_id: 10, title: 'Research', budget: 'hidden-budget'}] for both.
-    expect(await outcome('SELECT * FROM dept', colsKey)).toEqual(DENIED);
+    // Since hrt42 a `*` expansion is guarded too: catalog_stale first, then (rescanned) denied.
+    expect(await afterRescan('SELECT * FROM dept')).toEqual(DENIED);
     expect(await outcome('SELECT d.* FROM dept d', colsKey)).toEqual(DENIED);
     // Named, the column is unknown (withstood before); the allowed columns stay readable.
     expect(await outcome('SELECT budget FROM dept', colsKey)).toEqual(DENIED);
     expect(await outcome('SELECT dept_id, title FROM dept', colsKey)).toEqual({ status: 200, rows: [{ dept_id: 10, title: 'Research' }] });
   });
 
-  test.failing('open: a whole-row value (`SELECT d`, `row_to_json(d)`) carries the new column', async () => {
-    // Served: [{d: '(10,Research,hidden-budget)'}] and [{r: {dept_id: 10, title: 'Research', budget: 'hidden-budget'}}].
-    expect(await outcome('SELECT d FROM dept d', colsKey)).toEqual(DENIED);
-    expect(await outcome('SELECT row_to_json(d) AS r FROM dept d', colsKey)).toEqual(DENIED);
+  test('fixed (hrt42): a whole-row value (`SELECT d`, `row_to_json(d)`, `d::text`, …) over a table whose columns changed is refused catalog_stale, then judged on the rescanned columns', async () => {
+    // Before the fix: served [{d: '(10,Research,hidden-budget)'}] and [{r: {dept_id: 10, title: 'Research', budget: 'hidden-budget'}}].
+    // The guard in the read's own round trip sees the added column; the gateway rescans, and the
+    // rescanned column (not granted) denies the whole row.
+    // Back to the granted columns only, rescanned: the whole row is then the caller's to read.
+    await admin.query('ALTER TABLE dept DROP COLUMN budget');
+    await rescan();
+    const forms: Array<[string, unknown]> = [
+      ['SELECT d FROM dept d', [{ d: '(10,Research)' }]],
+      ['SELECT row_to_json(d) AS r FROM dept d', [{ r: { dept_id: 10, title: 'Research' } }]],
+      ['SELECT d::text AS t FROM dept d', [{ t: '(10,Research)' }]],
+      ['SELECT to_jsonb(x) AS j FROM (SELECT * FROM dept) x', [{ j: { dept_id: 10, title: 'Research' } }]],
+      ["SELECT title FROM dept d WHERE d::text LIKE '%hidden%'", []],
+    ];
+    for (const [i, [sql, rows]] of forms.entries()) {
+      expect(await outcome(sql, colsKey)).toEqual({ status: 200, rows });
+      // A column added since the scan: refused catalog_stale (nothing ran), then, rescanned, the
+      // new column (not granted) denies the whole row.
+      await admin.query(`ALTER TABLE dept ADD COLUMN extra_${i} text DEFAULT 'hidden-${i}'`);
+      expect(await afterRescan(sql)).toEqual(DENIED);
+      await admin.query(`ALTER TABLE dept DROP COLUMN extra_${i}`);
+      await rescan();
+    }
+    // Named allowed columns pay no guard and stay served throughout.
+    expect(await outcome('SELECT dept_id, title FROM dept', colsKey)).toEqual({ status: 200, rows: [{ dept_id: 10, title: 'Research' }] });
   });
 });
+
+/** Rescans the source as an operator would and drops the gateway's cached snapshot. */
+async function rescan(): Promise<void> {
+  await scanSource(env.db, 'chinook');
+  env.gateway.store.invalidate('*');
+}
+
+/** The outcome once the gateway's rescan after a refusal has landed: the first answer must be catalog_stale. */
+async function afterRescan(sql: string): Promise<unknown> {
+  expect(await outcome(sql, colsKey)).toEqual({ status: 200, code: 'catalog_stale' });
+  for (let i = 0; i < 200; i++) {
+    const o = await outcome(sql, colsKey);
+    if ((o as { code?: string }).code !== 'catalog_stale') return o;
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  throw new Error(`still catalog_stale: ${sql}`);
+}
 
 test.failing("G4 (medium, open): a schema named as the reader role (\"$user\" on its path) created after the scan, read by connections opened before it", async () => {
   // Warm a reader connection on the scanned path (public only: no "$user" schema existed at the scan).
