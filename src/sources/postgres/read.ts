@@ -104,6 +104,8 @@ export function runRead(ctx: StatementContext, sql: string, values: unknown[], o
  */
 function readFrom(ctx: StatementContext, sql: string, values: unknown[], opts: ReadOptions, began: number): Promise<ReadResult> {
   const signal = opts.signal;
+  // New connections start on the analysed path (startup search_path, task hrt42); a changed path retires the old ones.
+  ctx.pools.pinSearchPath(opts.searchPath);
   return ctx.pools.checkout('reader', signal, opts.poolWait).then((client) => {
     const wrong = pathMismatch(client, opts.searchPath, began);
     if (wrong) {

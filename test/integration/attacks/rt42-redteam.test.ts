@@ -149,11 +149,17 @@ test("G3 (high): the reader's search_path changed after the scan (ALTER ROLE …
     // New connections take the role's new path (existing ones keep theirs): end the reader's sessions.
     await admin.query('SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = $1', [env.demo.readerRole]);
     // Before the fix: {rows: [{title: 'SECRET-DEPT'}]}, hr_secret.dept read while the analysis resolved public.dept.
-    expect(await outcome('SELECT title FROM dept', colsKey)).toEqual({ status: 200, code: 'session_settings_mismatch' });
-    expect(await outcome('SELECT title FROM dept', colsKey)).toEqual({ status: 200, code: 'session_settings_mismatch' });
+    // Since hrt42 connections start with the scanned path pinned (startup search_path), which wins
+    // over the role's: the server resolves public.dept, as the analysis did.
+    expect(await outcome('SELECT title FROM dept', colsKey)).toEqual({ status: 200, rows: [{ title: 'Research' }] });
+    expect(await outcome('SELECT title FROM dept', colsKey)).toEqual({ status: 200, rows: [{ title: 'Research' }] });
+    // A rescan records the role's new path: the analysis now resolves hr_secret.dept (denied).
+    await rescan();
+    expect(await outcome('SELECT title FROM dept', colsKey)).toEqual(DENIED);
   } finally {
     await admin.query(`ALTER ROLE ${reader} RESET search_path`);
     await admin.query('SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = $1', [env.demo.readerRole]);
+    await rescan();
   }
   // The old path again: served.
   expect(await outcome('SELECT title FROM dept', colsKey)).toEqual({ status: 200, rows: [{ title: 'Research' }] });
@@ -223,16 +229,18 @@ async function afterRescan(sql: string): Promise<unknown> {
   throw new Error(`still catalog_stale: ${sql}`);
 }
 
-test.failing("G4 (medium, open): a schema named as the reader role (\"$user\" on its path) created after the scan, read by connections opened before it", async () => {
+test('G4 (medium; fixed by hrt42): a schema named as the reader role ("$user" on its path) created after the scan is not used, by open or new connections', async () => {
   // Warm a reader connection on the scanned path (public only: no "$user" schema existed at the scan).
   expect(await outcome('SELECT title FROM dept', colsKey)).toEqual({ status: 200, rows: [{ title: 'Research' }] });
   await admin.query(`CREATE SCHEMA ${reader}; CREATE TABLE ${reader}.dept AS SELECT * FROM hr_secret.dept; GRANT USAGE ON SCHEMA ${reader} TO ${reader}; GRANT SELECT ON ${reader}.dept TO ${reader}`);
   try {
-    // New connections would answer session_settings_mismatch (G3's check); an open one resolves
-    // `dept` to the new schema's table at once while its recorded path still says public: served
-    // [{title: 'SECRET-DEPT'}].
-    expect(await outcome('SELECT title FROM dept', colsKey)).toEqual({ status: 200, code: 'session_settings_mismatch' });
+    // Before the fix an open connection resolved `dept` to the new schema at once: served
+    // [{title: 'SECRET-DEPT'}]. Connections now carry the scanned path itself (no "$user" entry).
+    expect(await outcome('SELECT title FROM dept', colsKey)).toEqual({ status: 200, rows: [{ title: 'Research' }] });
+    await admin.query('SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = $1', [env.demo.readerRole]);
+    expect(await outcome('SELECT title FROM dept', colsKey)).toEqual({ status: 200, rows: [{ title: 'Research' }] });
   } finally {
     await admin.query(`DROP SCHEMA ${reader} CASCADE`);
   }
 });
+
