@@ -15,7 +15,8 @@ import { rowViewProvisioner } from '../pipeline/row-views';
 
 /** What runs the statements: the source connector's writer (PostgresSourceConnector.write). */
 export interface RowWriter {
-  write(sql: string, params: unknown[], opts?: { settings?: ReadonlyArray<readonly [string, string]> }): Promise<{ rowCount: number }>;
+  /** `opts.searchPath`: the catalogue's scanned lookup path, pinned on the writer's connections (task hrt42). */
+  write(sql: string, params: unknown[], opts?: { settings?: ReadonlyArray<readonly [string, string]>; searchPath?: readonly string[] }): Promise<{ rowCount: number }>;
 }
 
 /**
@@ -39,14 +40,14 @@ export function isRowRuleViolation(err: unknown): boolean {
 
 /**
  * Runs `sql` (the stored statement) with `params` on `writer`, rewritten by `plan` when one is
- * given (null: as is). `log` receives an operator-only reason when a view cannot be created.
+ * given (null: as is), on writer connections whose lookup path is `searchPath` (the scanned one, task hrt42). `log` receives an operator-only reason when a view cannot be created.
  * Never throws for a failed statement: see PlannedWriteOutcome.
  */
-export async function runPlannedWrite(writer: RowWriter, source: SourceRecord, sql: string, params: unknown[], plan: RowRulePlan | null, log?: (view: string, err: unknown) => void): Promise<PlannedWriteOutcome> {
+export async function runPlannedWrite(writer: RowWriter, source: SourceRecord, sql: string, params: unknown[], plan: RowRulePlan | null, log?: (view: string, err: unknown) => void, searchPath?: readonly string[]): Promise<PlannedWriteOutcome> {
   if (plan) {
     const views = rowViewProvisioner(
       async (_s, ddl) => {
-        await writer.write(ddl, []);
+        await writer.write(ddl, [], { searchPath });
       },
       (_id, view, err) => log?.(view, err),
     );
@@ -54,7 +55,7 @@ export async function runPlannedWrite(writer: RowWriter, source: SourceRecord, s
     for (const v of plan.views) if (!(await views.ensure(source, [v]))) return { ok: false, code: 'row_rules_unavailable' };
   }
   try {
-    const r = await writer.write(plan ? plan.sql : sql, params, plan ? { settings: plan.settings } : {});
+    const r = await writer.write(plan ? plan.sql : sql, params, { ...(plan ? { settings: plan.settings } : {}), searchPath });
     return { ok: true, rowCount: r.rowCount };
   } catch (err) {
     return { ok: false, code: plan && isRowRuleViolation(err) ? 'row_rule_violation' : null, err };

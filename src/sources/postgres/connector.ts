@@ -231,7 +231,7 @@ export class PostgresSourceConnector {
    *   statement ended the transaction itself. An abort after COMMIT was sent is ignored (the outcome is then
    *   the real one, never a false 'cancelled').
    */
-  write(sql: string, params: unknown[], opts: { signal?: AbortSignal; settings?: ReadonlyArray<readonly [string, string]> } = {}): Promise<{ rowCount: number }> {
+  write(sql: string, params: unknown[], opts: { signal?: AbortSignal; settings?: ReadonlyArray<readonly [string, string]>; searchPath?: readonly string[] } = {}): Promise<{ rowCount: number }> {
     if (opts.signal?.aborted) return Promise.reject(new SourceError('cancelled'));
     if (!this.s.writer) return Promise.reject(localFailure('no writer role is configured for this source'));
     let values: unknown[];
@@ -241,6 +241,8 @@ export class PostgresSourceConnector {
     } catch (err) {
       return Promise.reject(err);
     }
+    // The writer resolves names on the scanned path, as the analysis did (startup search_path, task hrt42).
+    this.ctx.pools.pinSearchPath(opts.searchPath);
     return this.guard(() => runWrite(this.ctx, sql, values, opts.signal, opts.settings));
   }
 
