@@ -19,14 +19,15 @@
  *    `SELECT d` and `row_to_json(d)` (naming it is refused as unknown). Fixed for `*` and `t.*`: a
  *    SELECT whose result columns (RowDescription) are not the analysed outputs is refused
  *    `source_role_denied` (src/pipeline/08-redact.ts; before, only while masks applied). Open for
- *    whole-row values (test.failing): the server's row carries the new column in one output column.
+ *    whole-row values: the server's row carried the new column in one output column (fixed by hrt42:
+ *    the read checks the relation's live columns in its own round trip; catalog_stale, then rescanned).
  *  - G3 (high, careless operator; fixed): `ALTER ROLE <reader> SET search_path = hr_secret, public`
  *    after the scan. The analyser resolved `dept` on the scanned path (public.dept, allowed); the
  *    server's new connections resolved it to hr_secret.dept (denied) and answered its rows. Each
  *    reader connection now records its `current_schemas(false)` when it is verified, and a read runs
  *    only on one whose path is the catalogue's (older ones dropped; a new one that differs answers
  *    `session_settings_mismatch` until a rescan).
- *  - G4 (medium, careless operator; open, test.failing): a schema named as the reader role (`"$user"`,
+ *  - G4 (medium, careless operator; fixed by hrt42: the scanned path is pinned in the startup options): a schema named as the reader role (`"$user"`,
  *    first on the default path) created after the scan: G3's check compares the path each connection
  *    had when it connected, but an open connection resolves names in the new schema at once, so
  *    `dept` read `<reader>.dept` (a copy of the denied table). Closing it needs the path checked in
