@@ -2442,7 +2442,7 @@ export interface components {
                 } & components["schemas"]["ErrorBody"];
             };
         };
-        /** @description The source cannot be used now (circuit_open, source_unavailable, source_disabled, upstream_tls_refused, session_settings_mismatch, source_not_catalogued, catalog_stale (a user function changed since the scan; the gateway rescans), source_permission_denied (a grant the reader role lacks, not retryable until an operator grants it), statement_timeout, or source_busy when no pooled connection freed in time; source_busy carries retry_after_ms and Retry-After). */
+        /** @description The source cannot be used now (circuit_open, source_unavailable, source_disabled, upstream_tls_refused, session_settings_mismatch, source_not_catalogued, catalog_stale (a user function, or the columns of a relation whose whole rows the statement uses, changed since the scan; the gateway rescans), source_permission_denied (a grant the reader role lacks, not retryable until an operator grants it), statement_timeout, or source_busy when no pooled connection freed in time; source_busy carries retry_after_ms and Retry-After). */
         V1Unavailable: {
             headers: {
                 /** @description Seconds to wait before retrying (source_busy only). */

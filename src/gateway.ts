@@ -223,7 +223,9 @@ export async function startGovernedGateway(opts: GovernedGatewayOptions): Promis
         rescanStale(f.sourceId);
         const repeated = staleLog(`${f.sourceId}\u0000${f.reason}`);
         if (repeated === null) return;
-        logger.warn({ source_id: f.sourceId, reason: f.reason, request_id: f.requestId, ...(repeated ? { repeated_since_last: repeated } : {}) }, f.reason === 'functions_changed'
+        logger.warn({ source_id: f.sourceId, reason: f.reason, request_id: f.requestId, ...(repeated ? { repeated_since_last: repeated } : {}) }, f.reason === 'columns_changed' || f.reason === 'catalog_changed'
+          ? 'a relation whose whole rows a governed read uses has other columns than its catalogue scan recorded (or one of its user functions changed): the read was refused catalog_stale and the source is being rescanned'
+          : f.reason === 'functions_changed'
           ? 'a user function a governed read runs was created, replaced, altered or dropped on the source since its catalogue was scanned (or the snapshot predates function versions): the read was refused catalog_stale and the source is being rescanned'
           : 'the source\'s catalogue snapshot predates the facts on code attached to types: statements are refused catalog_stale and the source is being rescanned');
       },

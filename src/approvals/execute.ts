@@ -102,7 +102,7 @@ async function withLiveViewMapping<T extends { writes: WriteAccess[] }>(analysis
   return { ...analysis, writes: analysis.writes.map(({ baseColumns: _dropped, ...w }) => w) };
 }
 
-async function recheck(db: ControlDb, a: ApprovalRecord, now: Date, connectorFor: (settings: PostgresSourceSettings) => QueryConnector): Promise<{ denied: string } | { denied: null; plan: RowRulePlan | null }> {
+async function recheck(db: ControlDb, a: ApprovalRecord, now: Date, connectorFor: (settings: PostgresSourceSettings) => QueryConnector): Promise<{ denied: string } | { denied: null; plan: RowRulePlan | null; searchPath?: readonly string[] }> {
   const no = (denied: string) => ({ denied });
   // The requester first (issue 24, item 4): the key that queued the write and its identity.
   const requester = await requesterProblem(db, a, now);
@@ -143,7 +143,7 @@ async function recheck(db: ControlDb, a: ApprovalRecord, now: Date, connectorFor
   const hier = await checkHierarchy({ connector, evaluator, sourceId: a.sourceId, analysis, catalog, policies, subject, now, restrictions: pol.restrictions, identityId: a.identityId });
   if (!hier.ok) return no(hier.outcome.kind === 'refusal' && hier.outcome.code === 'policy_denied' ? 'policy_denied' : 'source_role_denied');
   const policyRows = policyRowRestrictions(policies, subject);
-  if (!hasAnyRowRules(evaluator, a.sourceId, policyRows)) return { denied: null, plan: null };
+  if (!hasAnyRowRules(evaluator, a.sourceId, policyRows)) return { denied: null, plan: null, searchPath: scanned.searchPath };
   // Planned on the catalogue's tree: a tree that changed since the scan could hide a parent's rule.
   if (hier.changed) return no('row_rule_unenforceable');
   // A MERGE into a ruled table runs only on PostgreSQL 17 or later: decided by the server's version
@@ -160,7 +160,7 @@ async function recheck(db: ControlDb, a: ApprovalRecord, now: Date, connectorFor
   const attributes = mergeAttributes((await getIdentity(db, a.identityId))?.attributes, await claimsStillHeld(db, a.identityId, a.id, a.claimAttributes));
   const rows = planRowRules({ evaluator, sourceId: a.sourceId, analysis, catalog, attributes, sql: a.sql, policyRows, serverVersionNum });
   if (rows.kind === 'refused') return no(rows.outcome.kind === 'refusal' && rows.outcome.code === 'row_rule_attribute_missing' ? 'row_rule_attribute_missing' : 'row_rule_unenforceable');
-  return { denied: null, plan: rows.kind === 'ruled' ? rows.plan : null };
+  return { denied: null, plan: rows.kind === 'ruled' ? rows.plan : null, searchPath: scanned.searchPath };
 }
 
 /**
@@ -252,7 +252,7 @@ export async function approveAndExecute(db: ControlDb, approvalId: string, opts:
   try {
     // Row rules (issue 27, row-write.ts): the views first (by the writer role), then the rewritten
     // statement with the requester's attributes bound inside its own transaction.
-    const r = await runPlannedWrite(writer, source, a.sql, a.params, plan, (view, err) => opts.logger?.warn({ approvalId, view, sqlstate: (err as { sqlState?: string })?.sqlState }, 'row view could not be created for an approved write'));
+    const r = await runPlannedWrite(writer, source, a.sql, a.params, plan, (view, err) => opts.logger?.warn({ approvalId, view, sqlstate: (err as { sqlState?: string })?.sqlState }, 'row view could not be created for an approved write'), checked.searchPath);
     if (r.ok) {
       await db.pool.query('SELECT pg_notify($1, $2)', [CACHE_CHANNEL, a.sourceId]).catch(() => undefined);
       return await finish('executed', { row_count: r.rowCount });

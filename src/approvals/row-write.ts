@@ -16,7 +16,8 @@ import { parseSql } from '../sql/parser';
 
 /** What runs the statements: the source connector's writer (PostgresSourceConnector.write). */
 export interface RowWriter {
-  write(sql: string, params: unknown[], opts?: { settings?: ReadonlyArray<readonly [string, string]>; countChanges?: boolean }): Promise<{ rowCount: number }>;
+  /** `opts.searchPath`: the catalogue's scanned lookup path, pinned on the writer's connections (task hrt42); `opts.countChanges`: count the rows changed by the server (hnu42a). */
+  write(sql: string, params: unknown[], opts?: { settings?: ReadonlyArray<readonly [string, string]>; countChanges?: boolean; searchPath?: readonly string[] }): Promise<{ rowCount: number }>;
 }
 
 const PLAIN_WRITES = new Set(['InsertStmt', 'UpdateStmt', 'DeleteStmt', 'MergeStmt']);
@@ -61,14 +62,14 @@ export function isRowRuleViolation(err: unknown): boolean {
 
 /**
  * Runs `sql` (the stored statement) with `params` on `writer`, rewritten by `plan` when one is
- * given (null: as is). `log` receives an operator-only reason when a view cannot be created.
+ * given (null: as is), on writer connections whose lookup path is `searchPath` (the scanned one, task hrt42). `log` receives an operator-only reason when a view cannot be created.
  * Never throws for a failed statement: see PlannedWriteOutcome.
  */
-export async function runPlannedWrite(writer: RowWriter, source: SourceRecord, sql: string, params: unknown[], plan: RowRulePlan | null, log?: (view: string, err: unknown) => void): Promise<PlannedWriteOutcome> {
+export async function runPlannedWrite(writer: RowWriter, source: SourceRecord, sql: string, params: unknown[], plan: RowRulePlan | null, log?: (view: string, err: unknown) => void, searchPath?: readonly string[]): Promise<PlannedWriteOutcome> {
   if (plan) {
     const views = rowViewProvisioner(
       async (_s, ddl) => {
-        await writer.write(ddl, []);
+        await writer.write(ddl, [], { searchPath });
       },
       (_id, view, err) => log?.(view, err),
     );
@@ -78,7 +79,7 @@ export async function runPlannedWrite(writer: RowWriter, source: SourceRecord, s
   try {
     const text = plan ? plan.sql : sql;
     const countChanges = !commandTagCountsEveryChange(text);
-    const r = await writer.write(text, params, { ...(plan ? { settings: plan.settings } : {}), ...(countChanges ? { countChanges } : {}) });
+    const r = await writer.write(text, params, { ...(plan ? { settings: plan.settings } : {}), ...(countChanges ? { countChanges } : {}), searchPath });
     return { ok: true, rowCount: r.rowCount };
   } catch (err) {
     return { ok: false, code: plan && isRowRuleViolation(err) ? 'row_rule_violation' : null, err };

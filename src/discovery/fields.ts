@@ -125,8 +125,10 @@ export function decideRelations(
       const e = expand?.(schema, table, column);
       if (!e) return st;
       for (const b of e.sources) {
-        // Base columns need no read grant (the view's is enough), but an explicit deny or a mask on them applies.
-        if (decideInHierarchy(evaluator, sourceId, 'read', b, hierarchy) === 'deny') return 'hide';
+        // Base columns need no read grant (the view's is enough), but an explicit deny or a mask on them
+        // applies. A generated column's inputs must be readable (rt42 G1, as interlock_query decides).
+        const d = decideInHierarchy(evaluator, sourceId, 'read', b, hierarchy);
+        if (d === 'deny' || (e.generated && d !== 'allow')) return 'hide';
         // As interlock_query: a passthrough view column keeps its base column's method, a derived one is masked in full.
         const m = maskInHierarchy(verdict.maskPatterns, b.schema, b.table, b.column, hierarchy);
         const bs: FieldState = m === null ? 'show' : m === 'null' ? 'hide' : e.passthrough ? m : 'full';

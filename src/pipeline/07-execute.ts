@@ -31,15 +31,17 @@ export type TruncatedBy = 'max_rows' | 'max_bytes';
 
 /** The reader side of a source connector. Rejects with an error whose `code` is a SourceErrorCode. */
 export interface QueryConnector {
-  /** `opts.settings`: custom settings bound (as parameters) on the connection before the statement: row-rule attribute values (issue 27). */
-  read(sql: string, params: unknown[], opts: { maxRows: number; maxBytes: number; signal?: AbortSignal; identityId?: string; settings?: ReadonlyArray<readonly [string, string]>; guard?: { text: string; values: string[] }; functionGuard?: { text: string; values: string[] } }): Promise<ReadRows>;
+  /** `opts.settings`: custom settings bound (as parameters) on the connection before the statement: row-rule attribute values (issue 27). `opts.searchPath`: the catalogue's lookup path the statement was analysed on; the read runs only on a connection whose path is the same (src/sources/postgres/read.ts, red team rt42 G3). */
+  read(sql: string, params: unknown[], opts: { maxRows: number; maxBytes: number; signal?: AbortSignal; identityId?: string; settings?: ReadonlyArray<readonly [string, string]>; guard?: { text: string; values: string[] }; functionGuard?: { text: string; values: string[] }; searchPath?: readonly string[] }): Promise<ReadRows>;
   /**
    * A guard for `read` that proves, in the read's own round trip and right before the statement,
    * that the user functions `fns` (each name with all its overloads) are still the ones `catalog`
    * recorded (task hf5, src/sources/postgres/function-guard.ts); when one is not, the statement is
-   * not run and the read resolves with `functionsChanged`. Null for no functions (nothing sent).
+   * not run and the read resolves with `functionsChanged`. `rowShapes` (task hrt42,
+   * `SqlAnalysisOk.rowShapes`): the same guard also proves those relations' columns are the scanned
+   * ones (src/sources/postgres/shape-guard.ts). Null for neither (nothing sent).
    */
-  functionGuard?(catalog: SourceCatalog, fns: ReadonlyArray<{ schema: string; name: string }> | undefined): { text: string; values: string[] } | null;
+  functionGuard?(catalog: SourceCatalog, fns: ReadonlyArray<{ schema: string; name: string }> | undefined, rowShapes?: ReadonlyArray<{ schema: string; name: string }>): { text: string; values: string[] } | null;
   /**
    * A guard for `read` that proves, in the read's own round trip, that `relations` still stand alone
    * (no partition or inheritance parent or child); when it cannot, the statement is not run and

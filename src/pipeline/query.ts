@@ -76,7 +76,7 @@ export interface QueryPipelineDeps {
    * the snapshot was scanned before the type facts existed (`snapshot_outdated`, typeHelpers
    * `lacksTypeFacts`). The gateway rescans the source (one scan at a time per source) and logs it.
    */
-  onCatalogStale?: (facts: { sourceId: string; requestId: string; reason: 'functions_changed' | 'snapshot_outdated' }) => void;
+  onCatalogStale?: (facts: { sourceId: string; requestId: string; reason: 'functions_changed' | 'columns_changed' | 'catalog_changed' | 'snapshot_outdated' }) => void;
   /** Called after a documents-source request (issue 4) — absent means such sources answer request refusals. */
   connectorRequest?: (source: SourceRecord, request: Record<string, unknown>, ctx: ToolCallContext, evaluator: AccessEvaluator) => Promise<ToolOutcome>;
 }
@@ -283,7 +283,9 @@ function pipeline(deps: QueryPipelineDeps, now: () => Date, analyses: AnalysisCa
     let remadeRowViews = false;
     // The user functions it runs must still be the scanned ones (task hf5): checked in the read's own
     // round trip, right before the statement; a statement without user functions sends nothing more.
-    const fnGuard = analysis.userFunctions ? (connector.functionGuard?.(catalog, analysis.userFunctions) ?? null) : null;
+    // So must the columns of relations whose whole rows it uses (task hrt42, rt42 G2): a column added
+    // since the scan would ride in a whole-row value. Statements with neither send nothing more.
+    const fnGuard = analysis.userFunctions || analysis.rowShapes ? (connector.functionGuard?.(catalog, analysis.userFunctions, analysis.rowShapes) ?? null) : null;
     for (;;) {
       const maxRows = Math.min(requested, sourceCap, restrictions.maxRows ?? Infinity);
       // Masked columns are masked in SQL, so their raw values never reach the gateway (mask-sql.ts).
@@ -312,7 +314,7 @@ function pipeline(deps: QueryPipelineDeps, now: () => Date, analyses: AnalysisCa
       let read;
       const readStarted = performance.now();
       try {
-        read = await connector.read(runSql, params, { maxRows, maxBytes: deps.maxResultBytes ?? 4 * 1024 * 1024, signal: ctx.signal, identityId: identity.id, ...(rowPlan ? { settings: rowPlan.settings } : {}), ...(guard ? { guard } : {}), ...(fnGuard ? { functionGuard: fnGuard } : {}), ...(ctx.sourceWait ? { poolWait: ctx.sourceWait } : {}) });
+        read = await connector.read(runSql, params, { maxRows, maxBytes: deps.maxResultBytes ?? 4 * 1024 * 1024, signal: ctx.signal, identityId: identity.id, ...(rowPlan ? { settings: rowPlan.settings } : {}), ...(guard ? { guard } : {}), ...(fnGuard ? { functionGuard: fnGuard } : {}), ...(ctx.sourceWait ? { poolWait: ctx.sourceWait } : {}), searchPath: catalog.searchPath });
       } catch (err) {
         const sqlState = (err as { sqlState?: string }).sqlState;
         // A row view dropped on the source since it was made (42P01, undefined table; e.g. by an
@@ -349,7 +351,7 @@ function pipeline(deps: QueryPipelineDeps, now: () => Date, analyses: AnalysisCa
       }
       if (read.functionsChanged) {
         // A user function the analysis assumed is not the scanned one (task hf5): nothing ran.
-        deps.onCatalogStale?.({ sourceId: source.id, requestId: ctx.requestId, reason: 'functions_changed' });
+        deps.onCatalogStale?.({ sourceId: source.id, requestId: ctx.requestId, reason: analysis.rowShapes ? (analysis.userFunctions ? 'catalog_changed' : 'columns_changed') : 'functions_changed' });
         return CATALOG_STALE;
       }
       if (read.guardTripped) {

@@ -267,6 +267,7 @@ export function analyzeSql(sql: string, catalog: SourceCatalog | PreparedCatalog
     ...(a.userOperator ? { userOperators: true } : {}),
     ...(a.functionReads.size ? { functionReads: [...a.functionReads.values()] } : {}),
     ...(a.userFunctions.size ? { userFunctions: [...a.userFunctions.values()].sort((x, y) => (x.schema + '.' + x.name).localeCompare(y.schema + '.' + y.name)) } : {}),
+    ...(a.rowShapes.size ? { rowShapes: [...a.rowShapes.values()].sort((x, y) => (x.schema + '.' + x.name).localeCompare(y.schema + '.' + y.name)) } : {}),
     fingerprint: '',
     paramCount: a.maxParam,
   } as SqlAnalysisOk;

@@ -121,7 +121,9 @@ export interface RelationName {
  * `nullable` is NOT attnotnull; `default` is the default expression as `pg_get_expr` prints it
  * (e.g. "nextval('playlist_playlist_id_seq'::regclass)"), null when none; `identity` is the
  * identity kind (GENERATED ALWAYS / BY DEFAULT AS IDENTITY), null when not an identity column;
- * `generated` is true for a stored generated column.
+ * `generated` is true for a stored generated column; `generatedFrom` names the columns of the same
+ * relation its generation expression reads (from pg_depend; absent in snapshots scanned before red
+ * team rt42, when the analyser takes every other column of the relation as its input, failing closed).
  */
 export interface CatalogColumn {
   name: string;
@@ -132,6 +134,7 @@ export interface CatalogColumn {
   default?: string | null;
   identity?: 'always' | 'by_default' | null;
   generated?: boolean;
+  generatedFrom?: string[];
 }
 
 /** A primary or unique key constraint: its columns in key order. */

@@ -14,6 +14,12 @@ export interface PreparedRelation {
   readonly columnSet: ReadonlySet<string>;
   /** The defining SELECT of a view or materialized view (see `CatalogRelation.definition`). */
   readonly definition?: string;
+  /**
+   * Stored generated columns by name → the columns of this relation their expressions read
+   * (`CatalogColumn.generatedFrom`; every other column when the snapshot does not say). Reading a
+   * generated column reads its inputs too (red team rt42 G1). Absent when the relation has none.
+   */
+  readonly generatedInputs?: ReadonlyMap<string, readonly string[]>;
 }
 
 /** One candidate for a function or operator name: the schema that defines it and its volatility. */
@@ -91,6 +97,12 @@ export function prepareCatalog(catalog: SourceCatalog | PreparedCatalog): Prepar
   const relations = new Map<string, PreparedRelation>();
   for (const r of src.relations) {
     const columnNames = r.columns.map((c) => c.name);
+    let generatedInputs: Map<string, readonly string[]> | undefined;
+    for (const c of r.columns) {
+      if (c.generated !== true) continue;
+      const inputs = Array.isArray(c.generatedFrom) ? c.generatedFrom : columnNames.filter((n) => n !== c.name);
+      (generatedInputs ??= new Map()).set(c.name, inputs);
+    }
     relations.set(relKey(r.schema, r.name), {
       schema: r.schema,
       name: r.name,
@@ -98,6 +110,7 @@ export function prepareCatalog(catalog: SourceCatalog | PreparedCatalog): Prepar
       columnNames,
       columnSet: new Set(columnNames),
       ...(typeof r.definition === 'string' ? { definition: r.definition } : {}),
+      ...(generatedInputs ? { generatedInputs } : {}),
     });
   }
   const functionsByName = new Map<string, PreparedRoutine[]>();

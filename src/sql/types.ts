@@ -183,6 +183,16 @@ export interface SqlAnalysisOk {
    */
   userFunctions?: Array<{ schema: string; name: string }>;
   /**
+   * Relations whose row shape the statement depends on beyond the columns it names (task hrt42,
+   * red team rt42 G2): whole-row values (`SELECT d`, `row_to_json(d)`, `d::text`, a row passed to a
+   * function), the row type used as a type (`NULL::dept`) and `*` / `t.*` expansions, each once,
+   * sorted by `schema.name`. The server builds such values from the relation's live columns, so a
+   * column added since the scan would ride in them: the read checks on the server, right before the
+   * statement, that each one's columns (names and types, in order) are still the scanned ones
+   * (src/sources/postgres/shape-guard.ts); a change refuses the statement `catalog_stale`. Absent when none.
+   */
+  rowShapes?: Array<{ schema: string; name: string }>;
+  /**
    * libpg-query fingerprint (16 hex digits; constants, comments and layout ignored). Computed on
    * first access (it costs a second parse), then cached; enumerable, so it serialises normally.
    */

@@ -203,7 +203,12 @@ SELECT
             coalesce((SELECT o.option_value::bool FROM pg_catalog.pg_options_to_table(r.ro) o WHERE o.option_name = 'security_invoker'), false)) END,
       'c', (SELECT coalesce(json_agg(json_build_array(a.attname, pg_catalog.format_type(a.atttypid, a.atttypmod),
                    NOT a.attnotnull, pg_catalog.pg_get_expr(d.adbin, d.adrelid),
-                   nullif(a.attidentity::text, ''), nullif(a.attgenerated::text, ''), a.atttypid::int8) ORDER BY a.attnum), '[]'::json)
+                   nullif(a.attidentity::text, ''), nullif(a.attgenerated::text, ''), a.atttypid::int8,
+                   -- A generated column's inputs: the columns its expression's pg_attrdef row depends on (rt42 G1).
+                   CASE WHEN a.attgenerated <> '' THEN (SELECT coalesce(json_agg(ga.attname ORDER BY ga.attnum), '[]'::json)
+                     FROM pg_catalog.pg_depend gd JOIN pg_catalog.pg_attribute ga ON ga.attrelid = gd.refobjid AND ga.attnum = gd.refobjsubid
+                     WHERE gd.classid = 'pg_catalog.pg_attrdef'::regclass AND gd.objid = d.oid
+                       AND gd.refclassid = 'pg_catalog.pg_class'::regclass AND gd.refobjid = r.oid AND gd.refobjsubid > 0 AND gd.refobjsubid <> a.attnum) END) ORDER BY a.attnum), '[]'::json)
             FROM pg_catalog.pg_attribute a
             LEFT JOIN pg_catalog.pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum
             WHERE a.attrelid = r.oid AND a.attnum > 0 AND NOT a.attisdropped),
@@ -376,8 +381,8 @@ SELECT
 `;
 
 interface ScanRow {
-  /** d: view definition (views and materialized views); c: [name, format_type, nullable, default expression, attidentity ('a'|'d'), attgenerated ('s'), atttypid]; x: [contype ('p'|'u'), columns]. */
-  relations: Array<{ s: string; n: string; k: string; ip?: boolean; p?: Array<[string, string]>; a?: Array<[string, string]>; d: string | null; vr?: Array<[string, string, string]> | null; vu?: string[] | null; vo?: [boolean, boolean] | null; c: Array<[string, string, boolean?, (string | null)?, (string | null)?, (string | null)?, number?]>; x?: Array<[string, string[] | null]>; fk?: Array<[string, string, string, string, string[] | null, string[] | null, boolean?]>; h?: [boolean, boolean] }>;
+  /** d: view definition (views and materialized views); c: [name, format_type, nullable, default expression, attidentity ('a'|'d'), attgenerated ('s'), atttypid, a generated column's input columns]; x: [contype ('p'|'u'), columns]. */
+  relations: Array<{ s: string; n: string; k: string; ip?: boolean; p?: Array<[string, string]>; a?: Array<[string, string]>; d: string | null; vr?: Array<[string, string, string]> | null; vu?: string[] | null; vo?: [boolean, boolean] | null; c: Array<[string, string, boolean?, (string | null)?, (string | null)?, (string | null)?, number?, (string[] | null)?]>; x?: Array<[string, string[] | null]>; fk?: Array<[string, string, string, string, string[] | null, string[] | null, boolean?]>; h?: [boolean, boolean] }>;
   functions: Array<[string, string, string, boolean, string | null]>;
   operators: Array<[string, string, string]>;
   system_relations: string[];
@@ -398,7 +403,7 @@ interface ScanRow {
 }
 
 /** One scanned column: name and type, plus nullability, default, identity and generation when the scan reported them. */
-function columnOf([name, dataType, nullable, def, identity, generated, typeOid]: ScanRow['relations'][number]['c'][number]): CatalogColumn {
+function columnOf([name, dataType, nullable, def, identity, generated, typeOid, generatedFrom]: ScanRow['relations'][number]['c'][number]): CatalogColumn {
   const c: CatalogColumn = { name, dataType };
   if (typeof typeOid === 'number') c.typeOid = typeOid;
   if (typeof nullable === 'boolean') {
@@ -406,6 +411,7 @@ function columnOf([name, dataType, nullable, def, identity, generated, typeOid]:
     c.default = def ?? null;
     c.identity = identity === 'a' ? 'always' : identity === 'd' ? 'by_default' : null;
     c.generated = generated === 's';
+    if (c.generated && Array.isArray(generatedFrom)) c.generatedFrom = generatedFrom;
   }
   return c;
 }

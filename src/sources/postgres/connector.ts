@@ -23,6 +23,7 @@ import { IdentitySlots } from './fair-share';
 import { SourcePools, type PoolStats } from './pools';
 import type { ReadGuard, ReadOptions, ReadResult } from './portal-read';
 import { functionGuard } from './function-guard';
+import { withShapeGuard } from './shape-guard';
 import { runRead, type StatementContext } from './read';
 import { resolveSettings, tlsOptions, type PostgresSourceSettings, type Resolved } from './settings';
 import { encodeParams } from './wire';
@@ -224,10 +225,11 @@ export class PostgresSourceConnector {
 
   /**
    * A read guard (ReadOptions.functionGuard, task hf5) that lets the read's statement run only while
-   * the user functions `fns` are the ones `catalog` recorded (function-guard.ts); null for none.
+   * the user functions `fns` are the ones `catalog` recorded (function-guard.ts) and the relations
+   * `rowShapes` still have the scanned columns (shape-guard.ts, task hrt42); null for neither.
    */
-  functionGuard(catalog: SourceCatalog, fns: ReadonlyArray<{ schema: string; name: string }> | undefined): ReadGuard | null {
-    return functionGuard(catalog, fns);
+  functionGuard(catalog: SourceCatalog, fns: ReadonlyArray<{ schema: string; name: string }> | undefined, rowShapes?: ReadonlyArray<{ schema: string; name: string }>): ReadGuard | null {
+    return withShapeGuard(catalog, functionGuard(catalog, fns), rowShapes);
   }
 
   /**
@@ -243,7 +245,7 @@ export class PostgresSourceConnector {
    *   statement ended the transaction itself. An abort after COMMIT was sent is ignored (the outcome is then
    *   the real one, never a false 'cancelled').
    */
-  write(sql: string, params: unknown[], opts: { signal?: AbortSignal; settings?: ReadonlyArray<readonly [string, string]>; countChanges?: boolean } = {}): Promise<{ rowCount: number }> {
+  write(sql: string, params: unknown[], opts: { signal?: AbortSignal; settings?: ReadonlyArray<readonly [string, string]>; countChanges?: boolean; searchPath?: readonly string[] } = {}): Promise<{ rowCount: number }> {
     if (opts.signal?.aborted) return Promise.reject(new SourceError('cancelled'));
     if (!this.s.writer) return Promise.reject(localFailure('no writer role is configured for this source'));
     let values: unknown[];
@@ -253,6 +255,8 @@ export class PostgresSourceConnector {
     } catch (err) {
       return Promise.reject(err);
     }
+    // The writer resolves names on the scanned path, as the analysis did (startup search_path, task hrt42).
+    this.ctx.pools.pinSearchPath(opts.searchPath);
     return this.guard(() => runWrite(this.ctx, sql, values, opts.signal, opts.settings, opts.countChanges === true));
   }
 

@@ -32,10 +32,12 @@ const PINNED_BY_KEY = new Map<string, PinnedSetting>(PINNED_SESSION_SETTINGS.map
 
 /**
  * The one statement that reads the settings ParameterStatus did not give: `SELECT
- * pg_catalog.current_setting('a'), …`, columns named s0, s1, … (extended protocol, one round trip).
+ * pg_catalog.current_setting('a'), …`, columns named s0, s1, …, and the session's effective lookup
+ * path as JSON (column sp: `current_schemas(false)`, what the catalogue scan records as its
+ * `searchPath`) (extended protocol, one round trip).
  */
 function currentSettingsSql(names: readonly string[]): string {
-  return `SELECT ${names.map((n, i) => `pg_catalog.current_setting('${n}') AS s${i}`).join(', ')}`;
+  return `SELECT ${[...names.map((n, i) => `pg_catalog.current_setting('${n}') AS s${i}`), 'pg_catalog.array_to_json(pg_catalog.current_schemas(false))::text AS sp'].join(', ')}`;
 }
 
 /** A pg.Client that records the server's ParameterStatus values from the start of the session. */
@@ -44,6 +46,15 @@ export class PinnedClient extends pg.Client {
   readonly reported = new Map<string, string>();
   /** Set once verifyPinnedSettings passed; from then on a change of a pinned setting destroys the connection. */
   verified = false;
+  /**
+   * The session's effective lookup path when it was verified (`current_schemas(false)`: existing
+   * schemas of its search_path, which ALTER ROLE / ALTER DATABASE … SET search_path decide), null
+   * until then. Agents cannot change it (SET and set_config are refused), so a read compares it with
+   * the path its statement was analysed on (read.ts `checkoutOnPath`; red team rt42 G3).
+   */
+  searchPath: readonly string[] | null = null;
+  /** performance.now() when verifyPinnedSettings passed (0 until then). */
+  verifiedAt = 0;
 
   constructor(config?: string | pg.ClientConfig) {
     super(config);
@@ -64,8 +75,8 @@ export class PinnedClient extends pg.Client {
 
 /**
  * Checks a freshly connected PinnedClient against PINNED_SESSION_SETTINGS (see the module comment).
- * Costs nothing when every setting was reported and no query is needed, else one extended-protocol
- * statement. Resolves when every setting holds (and marks the client verified).
+ * Costs one extended-protocol statement (the unreported settings and the lookup path, kept as
+ * `searchPath`). Resolves when every setting holds (and marks the client verified).
  * @throws SessionSettingsMismatch naming every setting that differs; driver errors of the query as they are
  */
 export async function verifyPinnedSettings(client: PinnedClient): Promise<void> {
@@ -76,15 +87,16 @@ export async function verifyPinnedSettings(client: PinnedClient): Promise<void> 
     if (got === undefined) toQuery.push(s);
     else if (got !== s.expected) mismatches.push({ name: s.name, expected: s.expected, actual: got });
   }
-  if (toQuery.length > 0) {
-    const r = await client.query({ text: currentSettingsSql(toQuery.map((s) => s.name)), queryMode: 'extended' } as pg.QueryConfig);
-    const row = (r.rows[0] ?? {}) as Record<string, unknown>;
-    toQuery.forEach((s, i) => {
-      const got = row[`s${i}`];
-      if (got !== s.expected) mismatches.push({ name: s.name, expected: s.expected, actual: typeof got === 'string' ? got : null });
-    });
-  }
+  const r = await client.query({ text: currentSettingsSql(toQuery.map((s) => s.name)), queryMode: 'extended' } as pg.QueryConfig);
+  const row = (r.rows[0] ?? {}) as Record<string, unknown>;
+  toQuery.forEach((s, i) => {
+    const got = row[`s${i}`];
+    if (got !== s.expected) mismatches.push({ name: s.name, expected: s.expected, actual: typeof got === 'string' ? got : null });
+  });
   if (mismatches.length > 0) throw new SessionSettingsMismatch(mismatches);
+  const path: unknown = typeof row.sp === 'string' ? JSON.parse(row.sp) : null;
+  client.searchPath = Array.isArray(path) && path.every((x) => typeof x === 'string') ? (path as string[]) : null;
+  client.verifiedAt = performance.now();
   client.verified = true;
 }
 

@@ -56,6 +56,8 @@ export class SourcePools {
   private readerPool: pg.Pool | null = null;
   private writerPool: pg.Pool | null = null;
   private closed = false;
+  /** The lookup path new connections are pinned to (startup `search_path`, task hrt42); null: not pinned yet. */
+  private path: readonly string[] | null = null;
   /** Per pool, its clients that completed connecting and have not ended (see checkout). */
   private readonly connected = new WeakMap<pg.Pool, Set<pg.PoolClient>>();
   /** Per pool, when (performance.now(), ms) a client last completed connecting (see waitFailure). */
@@ -71,6 +73,27 @@ export class SourcePools {
     private readonly fail: (err: unknown, phase: 'connect' | 'query') => SourceError,
     private readonly logger?: Logger,
   ) {}
+
+  /**
+   * Pins the lookup path of the source's new connections (reader and writer) to `path`, the
+   * catalogue's scanned `current_schemas(false)` (task hrt42; red team rt42 G3/G4). When it differs
+   * from the pinned one (first pin, or a rescan changed it) both pools are retired: new checkouts
+   * open connections with the new startup option; the old pools end once nobody waits on them (a
+   * connection still checked out is dropped when released; read.ts drops one on an older path). Absent: no change.
+   */
+  pinSearchPath(path: readonly string[] | undefined): void {
+    if (!path || this.closed) return;
+    const cur = this.path;
+    if (cur && cur.length === path.length && cur.every((s, i) => s === path[i])) return;
+    this.path = Object.freeze([...path]);
+    for (const old of [this.readerPool, this.writerPool]) {
+      if (!old) continue;
+      // Waiters are served by the old pool (read.ts then drops a connection on another path); with none, end it now.
+      if (old.waitingCount === 0) old.end().catch((err: unknown) => this.logger?.warn({ err }, 'pool end failed'));
+    }
+    this.readerPool = null;
+    this.writerPool = null;
+  }
 
   /** Occupancy of the reader pool (a pool not created yet is empty). */
   readerStats(): PoolStats {
@@ -187,7 +210,7 @@ export class SourcePools {
       user: who.user,
       password: () => password,
       ssl: this.ssl,
-      options: startupOptions(this.s, kind === 'reader'),
+      options: startupOptions(this.s, kind === 'reader', this.path),
       application_name: applicationName(this.sourceId, kind),
     };
   }

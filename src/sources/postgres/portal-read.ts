@@ -77,6 +77,15 @@ export interface ReadOptions {
   /** A precondition run right before the statement in the same round trip (ReadGuard); when it fails the statement does not run. */
   guard?: ReadGuard;
   /**
+   * The lookup path the statement was analysed on (the catalogue's `searchPath`, the reader's
+   * `current_schemas(false)` at the scan). When given, the read runs only on a connection whose path
+   * was the same when it connected (PinnedClient.searchPath): an older connection that differs is
+   * dropped and another taken; a fresh one that differs fails the read with SessionSettingsMismatch
+   * (`session_settings_mismatch`), since the server would resolve the statement's unqualified names
+   * elsewhere than the analysis did (red team rt42 G3: ALTER ROLE … SET search_path after the scan).
+   */
+  searchPath?: readonly string[];
+  /**
    * A second precondition of the same kind (task hf5; src/sources/postgres/function-guard.ts): the
    * user functions the statement runs are still the scanned ones. Run after the settings and
    * before `guard`; when it raises GUARD_SQLSTATE the read resolves with `functionsChanged`.

@@ -17,6 +17,7 @@ import type { Logger } from 'pino';
 import type { StatementCanceller } from './cancel';
 import { SourceError, isFatalServerError, isServerError, localFailure, type FailurePhase } from './errors';
 import { isStaleStatementError, PortalRead, type ReadOptions, type ReadResult } from './portal-read';
+import { SessionSettingsMismatch } from './session-settings';
 import { guardOf, type SourcePools } from './pools';
 import type { Resolved } from './settings';
 import { readWireBudget, type WireTrip } from './wire-budget';
@@ -66,134 +67,171 @@ async function loadTypes(ctx: StatementContext, types: SourceTypes, oids: number
   }
 }
 
+/** True when both paths name the same schemas in the same order. */
+function samePath(a: readonly string[], b: readonly string[]): boolean {
+  return a.length === b.length && a.every((x, i) => x === b[i]);
+}
+
 /**
- * Runs one approved read: checks out a reader connection and runs the portal read on it under the
+ * Why `client` may not run a read analysed on lookup path `want` (ReadOptions.searchPath), or null
+ * when it may (or no path was asked for): its path at connect differs. `stale`: the connection was
+ * verified before `began` (the read's start), so it predates a change and another may be taken.
+ */
+function pathMismatch(client: pg.PoolClient, want: readonly string[] | undefined, began: number): { got: readonly string[] | null; stale: boolean } | null {
+  if (!want) return null;
+  const pinned = client as unknown as { searchPath?: readonly string[] | null; verifiedAt?: number };
+  const got = pinned.searchPath ?? null;
+  if (got && samePath(got, want)) return null;
+  return { got, stale: got !== null && (pinned.verifiedAt ?? 0) < began };
+}
+
+/**
+ * Runs one approved read: checks out a reader connection (on the analysed lookup path when
+ * `opts.searchPath` is given: readFrom) and runs the portal read on it under the
  * wire budget. `opts.settings` (row-rule attribute values, issue 27) are bound by the read itself,
  * transaction-locally in the statement's own round trip (PortalRead, BIND_SETTINGS_SQL): there is no
  * separate query, and nothing of them stays on the connection after the read.
  */
 export function runRead(ctx: StatementContext, sql: string, values: unknown[], opts: ReadOptions): Promise<ReadResult> {
+  return readFrom(ctx, sql, values, opts, performance.now());
+}
+
+/**
+ * runRead on a connection whose lookup path is `opts.searchPath` (red team rt42 G3): a connection
+ * verified before `began` with another path is dropped and another taken (each pass drops one, so
+ * this ends); one verified since, with another path, fails the read `session_settings_mismatch`:
+ * the source's reader now resolves unqualified names elsewhere than the scan did.
+ */
+function readFrom(ctx: StatementContext, sql: string, values: unknown[], opts: ReadOptions, began: number): Promise<ReadResult> {
   const signal = opts.signal;
-  return ctx.pools.checkout('reader', signal, opts.poolWait).then(
-    (client) =>
-      new Promise<ReadResult>((resolve, reject) => {
-        let settled = false;
-        let timer: NodeJS.Timeout | null = null;
-        const guard = guardOf(client);
-        const onClientError = (err: unknown) => {
-          // The socket died: pg fails the active query right after; finish() handles it.
-          ctx.logger?.debug({ err }, 'reader connection error');
-        };
-        const settle = () => {
-          settled = true;
-          if (timer) clearTimeout(timer);
-          signal?.removeEventListener('abort', onAbort);
-          client.removeListener('error', onClientError);
-          guard.disarm();
-        };
-        /** The statement ended on the wire (result, error, or lost connection). */
-        const finish = (err: unknown) => {
-          if (settled) return;
-          if (err !== null && !reparsed && q.usedNamedStatement && isStaleStatementError(err)) {
-            // The connection's prepared statement went stale (a catalogue change altered its result
-            // columns): parse the approved text again, once, on the same connection.
-            reparsed = true;
-            q = new PortalRead(sql, values, opts.maxRows, opts.maxBytes, finish, types, true, opts.guard, opts.settings, opts.functionGuard);
-            client.query(q as unknown as pg.Submittable);
-            return;
-          }
-          if (err === null && q.unexpected === null && q.unknownTypes.length > 0 && !typesLoaded) {
-            // Types new to this source: load their decoders, then read again with them.
-            typesLoaded = true;
-            types.load(client, q.unknownTypes).then(
-              () => {
-                if (settled) return;
-                guard.arm(readWireBudget(opts.maxBytes), overBudget);
-                q = new PortalRead(sql, values, opts.maxRows, opts.maxBytes, finish, types, false, opts.guard, opts.settings, opts.functionGuard);
-                client.query(q as unknown as pg.Submittable);
-              },
-              (loadErr: unknown) => finish(loadErr),
-            );
-            return;
-          }
-          settle();
-          if (err !== null && q.functionsChanged && q.unexpected === null && (err as { code?: unknown }).code === GUARD_SQLSTATE && isServerError(err) && !isFatalServerError(err)) {
-            // The function guard said no (task hf5): a user function changed since the scan; the
-            // statement was not executed and the connection is clean.
-            client.release(false);
-            resolve({ fields: [], rows: [], rowsArray: [], truncated: false, truncatedBy: null, bytes: 2, functionsChanged: true });
-            return;
-          }
-          if (err !== null && q.guardTripped && q.unexpected === null && (err as { code?: unknown }).code === GUARD_SQLSTATE && isServerError(err) && !isFatalServerError(err)) {
-            // The guard said no: the statement was not executed (the server skipped it). The
-            // connection is clean (a plain statement error, then ReadyForQuery).
-            client.release(false);
-            resolve({ fields: [], rows: [], rowsArray: [], truncated: false, truncatedBy: null, bytes: 2, guardTripped: true });
-            return;
-          }
-          if (err === null && q.unexpected === null) {
-            const tx = (client as unknown as ClientInternals).getTransactionStatus?.();
-            client.release(tx !== 'I');
-            // Not even the first row's JSON fits the byte cap: the same answer as on the wire.
-            if (q.rowCount === 0 && q.overByteCap) reject(new SourceError('result_too_large'));
-            else resolve(q.result());
-            return;
-          }
-          const se = err === null ? ctx.fail(localFailure(`unexpected protocol traffic (${q.unexpected})`), 'query') : ctx.fail(err, 'query');
-          // Keep the connection only after a plain statement error from the server.
-          const keep = err !== null && q.unexpected === null && isServerError(err) && !isFatalServerError(err) && se.code === 'execution_failed' && !se.sourceFailure;
-          client.release(!keep);
-          reject(se);
-        };
-        /** The caller gave up (abort) or the client-side watchdog fired: answer now, cancel, then drop. */
-        const giveUp = (how: 'cancelled' | 'watchdog') => {
-          if (settled) return;
-          settle();
-          const released = ctx.canceller.cancelAndDrop(client, 'reader', q.ended);
-          const holding = (se: SourceError) => Object.assign(se, { connectionReleased: released });
-          if (how === 'cancelled') return reject(holding(ctx.fail(new SourceError('cancelled'), 'query')));
-          void watchdogFailure(ctx, 'client-side watchdog: no answer within statement_timeout').then((se) => reject(holding(se)));
-        };
-        /** The wire budget tripped: answer with what fits, cancel the statement and destroy the connection. */
-        const overBudget = (trip: WireTrip) => {
-          if (settled) return;
-          settle();
-          ctx.canceller.dropNow(client, 'reader');
-          ctx.logger?.info({ message_code: trip.code, message_bytes: trip.messageBytes, data_row_bytes: trip.totalBytes, reason: trip.reason, rows: q.rowCount }, 'read ended by its wire budget');
-          if (trip.code === 'D' && trip.reason === 'budget') {
-            if (q.rowCount === 0) return reject(new SourceError('result_too_large'));
-            if (q.unknownTypes.length === 0) return resolve(q.truncatedResult());
-            // Types new to this source, and this connection is gone: load them on another one and
-            // decode the kept rows' text again.
-            const cut = q;
-            void loadTypes(ctx, types, cut.unknownTypes, signal).then(
-              () => {
-                cut.redecode();
-                if (cut.rowCount > 0) resolve(cut.truncatedResult());
-                else reject(new SourceError('result_too_large'));
-              },
-              (err: unknown) => reject(ctx.fail(err, 'query')),
-            );
-            return;
-          }
-          reject(localFailure('a protocol message exceeded the call\'s byte budget'));
-        };
-        const onAbort = () => giveUp('cancelled');
-        let reparsed = false;
-        let typesLoaded = false;
-        const types = sourceTypesOf(ctx.pools);
-        let q = new PortalRead(sql, values, opts.maxRows, opts.maxBytes, finish, types, false, opts.guard, opts.settings, opts.functionGuard);
-        client.on('error', onClientError);
-        if (signal?.aborted) {
-          settle();
-          client.release();
-          reject(new SourceError('cancelled'));
+  // New connections start on the analysed path (startup search_path, task hrt42); a changed path retires the old ones.
+  ctx.pools.pinSearchPath(opts.searchPath);
+  return ctx.pools.checkout('reader', signal, opts.poolWait).then((client) => {
+    const wrong = pathMismatch(client, opts.searchPath, began);
+    if (wrong) {
+      client.release(true);
+      if (wrong.stale) return readFrom(ctx, sql, values, opts, began);
+      const expected = (opts.searchPath ?? []).join(', ');
+      return Promise.reject(ctx.fail(new SessionSettingsMismatch([{ name: 'search_path (current_schemas)', expected, actual: wrong.got ? wrong.got.join(', ') : null }]), 'connect'));
+    }
+    return new Promise<ReadResult>((resolve, reject) => {
+      let settled = false;
+      let timer: NodeJS.Timeout | null = null;
+      const guard = guardOf(client);
+      const onClientError = (err: unknown) => {
+        // The socket died: pg fails the active query right after; finish() handles it.
+        ctx.logger?.debug({ err }, 'reader connection error');
+      };
+      const settle = () => {
+        settled = true;
+        if (timer) clearTimeout(timer);
+        signal?.removeEventListener('abort', onAbort);
+        client.removeListener('error', onClientError);
+        guard.disarm();
+      };
+      /** The statement ended on the wire (result, error, or lost connection). */
+      const finish = (err: unknown) => {
+        if (settled) return;
+        if (err !== null && !reparsed && q.usedNamedStatement && isStaleStatementError(err)) {
+          // The connection's prepared statement went stale (a catalogue change altered its result
+          // columns): parse the approved text again, once, on the same connection.
+          reparsed = true;
+          q = new PortalRead(sql, values, opts.maxRows, opts.maxBytes, finish, types, true, opts.guard, opts.settings, opts.functionGuard);
+          client.query(q as unknown as pg.Submittable);
           return;
         }
-        signal?.addEventListener('abort', onAbort, { once: true });
-        if (ctx.s.statementTimeout > 0) timer = setTimeout(() => giveUp('watchdog'), ctx.s.statementTimeout + WATCHDOG_GRACE_MS);
-        guard.arm(readWireBudget(opts.maxBytes), overBudget);
-        client.query(q as unknown as pg.Submittable);
-      }),
-  );
+        if (err === null && q.unexpected === null && q.unknownTypes.length > 0 && !typesLoaded) {
+          // Types new to this source: load their decoders, then read again with them.
+          typesLoaded = true;
+          types.load(client, q.unknownTypes).then(
+            () => {
+              if (settled) return;
+              guard.arm(readWireBudget(opts.maxBytes), overBudget);
+              q = new PortalRead(sql, values, opts.maxRows, opts.maxBytes, finish, types, false, opts.guard, opts.settings, opts.functionGuard);
+              client.query(q as unknown as pg.Submittable);
+            },
+            (loadErr: unknown) => finish(loadErr),
+          );
+          return;
+        }
+        settle();
+        if (err !== null && q.functionsChanged && q.unexpected === null && (err as { code?: unknown }).code === GUARD_SQLSTATE && isServerError(err) && !isFatalServerError(err)) {
+          // The function guard said no (task hf5): a user function changed since the scan; the
+          // statement was not executed and the connection is clean.
+          client.release(false);
+          resolve({ fields: [], rows: [], rowsArray: [], truncated: false, truncatedBy: null, bytes: 2, functionsChanged: true });
+          return;
+        }
+        if (err !== null && q.guardTripped && q.unexpected === null && (err as { code?: unknown }).code === GUARD_SQLSTATE && isServerError(err) && !isFatalServerError(err)) {
+          // The guard said no: the statement was not executed (the server skipped it). The
+          // connection is clean (a plain statement error, then ReadyForQuery).
+          client.release(false);
+          resolve({ fields: [], rows: [], rowsArray: [], truncated: false, truncatedBy: null, bytes: 2, guardTripped: true });
+          return;
+        }
+        if (err === null && q.unexpected === null) {
+          const tx = (client as unknown as ClientInternals).getTransactionStatus?.();
+          client.release(tx !== 'I');
+          // Not even the first row's JSON fits the byte cap: the same answer as on the wire.
+          if (q.rowCount === 0 && q.overByteCap) reject(new SourceError('result_too_large'));
+          else resolve(q.result());
+          return;
+        }
+        const se = err === null ? ctx.fail(localFailure(`unexpected protocol traffic (${q.unexpected})`), 'query') : ctx.fail(err, 'query');
+        // Keep the connection only after a plain statement error from the server.
+        const keep = err !== null && q.unexpected === null && isServerError(err) && !isFatalServerError(err) && se.code === 'execution_failed' && !se.sourceFailure;
+        client.release(!keep);
+        reject(se);
+      };
+      /** The caller gave up (abort) or the client-side watchdog fired: answer now, cancel, then drop. */
+      const giveUp = (how: 'cancelled' | 'watchdog') => {
+        if (settled) return;
+        settle();
+        const released = ctx.canceller.cancelAndDrop(client, 'reader', q.ended);
+        const holding = (se: SourceError) => Object.assign(se, { connectionReleased: released });
+        if (how === 'cancelled') return reject(holding(ctx.fail(new SourceError('cancelled'), 'query')));
+        void watchdogFailure(ctx, 'client-side watchdog: no answer within statement_timeout').then((se) => reject(holding(se)));
+      };
+      /** The wire budget tripped: answer with what fits, cancel the statement and destroy the connection. */
+      const overBudget = (trip: WireTrip) => {
+        if (settled) return;
+        settle();
+        ctx.canceller.dropNow(client, 'reader');
+        ctx.logger?.info({ message_code: trip.code, message_bytes: trip.messageBytes, data_row_bytes: trip.totalBytes, reason: trip.reason, rows: q.rowCount }, 'read ended by its wire budget');
+        if (trip.code === 'D' && trip.reason === 'budget') {
+          if (q.rowCount === 0) return reject(new SourceError('result_too_large'));
+          if (q.unknownTypes.length === 0) return resolve(q.truncatedResult());
+          // Types new to this source, and this connection is gone: load them on another one and
+          // decode the kept rows' text again.
+          const cut = q;
+          void loadTypes(ctx, types, cut.unknownTypes, signal).then(
+            () => {
+              cut.redecode();
+              if (cut.rowCount > 0) resolve(cut.truncatedResult());
+              else reject(new SourceError('result_too_large'));
+            },
+            (err: unknown) => reject(ctx.fail(err, 'query')),
+          );
+          return;
+        }
+        reject(localFailure('a protocol message exceeded the call\'s byte budget'));
+      };
+      const onAbort = () => giveUp('cancelled');
+      let reparsed = false;
+      let typesLoaded = false;
+      const types = sourceTypesOf(ctx.pools);
+      let q = new PortalRead(sql, values, opts.maxRows, opts.maxBytes, finish, types, false, opts.guard, opts.settings, opts.functionGuard);
+      client.on('error', onClientError);
+      if (signal?.aborted) {
+        settle();
+        client.release();
+        reject(new SourceError('cancelled'));
+        return;
+      }
+      signal?.addEventListener('abort', onAbort, { once: true });
+      if (ctx.s.statementTimeout > 0) timer = setTimeout(() => giveUp('watchdog'), ctx.s.statementTimeout + WATCHDOG_GRACE_MS);
+      guard.arm(readWireBudget(opts.maxBytes), overBudget);
+      client.query(q as unknown as pg.Submittable);
+    });
+  });
 }

@@ -186,12 +186,25 @@ export function tlsOptions(t: PostgresTlsSettings, host: string): tls.Connection
 }
 
 /**
+ * The `-c search_path=…` startup option pinning a connection's lookup path to `schemas` (task hrt42,
+ * red team rt42 G3/G4): each schema quoted as an identifier, joined by commas; in the options
+ * string a backslash and a space are escaped with a backslash (the server splits options on
+ * unescaped whitespace). Startup options win over ALTER ROLE / ALTER DATABASE … SET search_path, and
+ * no `"$user"` entry is left to pick up a schema created later.
+ */
+export function searchPathOption(schemas: readonly string[]): string {
+  const value = schemas.map((s) => '"' + s.replace(/"/g, '""') + '"').join(',');
+  return '-c search_path=' + value.replace(/[\\\s]/g, (c) => '\\' + c);
+}
+
+/**
  * The `options` startup parameter: the pinned session settings (session-settings.ts, issue 22 item 2),
  * read-only (reader only) and the three timeouts, fixed for the connection's life.
  */
-export function startupOptions(r: Pick<Resolved, 'statementTimeout' | 'lockTimeout' | 'idleInTxTimeout'>, readOnly: boolean): string {
+export function startupOptions(r: Pick<Resolved, 'statementTimeout' | 'lockTimeout' | 'idleInTxTimeout'>, readOnly: boolean, searchPath?: readonly string[] | null): string {
   return [
     pinnedStartupOptions(),
+    ...(searchPath && searchPath.length > 0 ? [searchPathOption(searchPath)] : []),
     `-c default_transaction_read_only=${readOnly ? 'on' : 'off'}`,
     `-c statement_timeout=${r.statementTimeout}`,
     `-c lock_timeout=${r.lockTimeout}`,

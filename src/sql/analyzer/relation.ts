@@ -7,27 +7,34 @@
  * the catalogue (system relations are never exposed) and `relationItem` makes its FROM item, a
  * view's columns carrying the lineage of its definition (views.ts, walked with a fresh state).
  */
-import { linColumn } from '../lineage';
+import { derive, linColumn, merge } from '../lineage';
 import { type PreparedRelation, relKey } from '../prepared-catalog';
 import { isViewLike, viewColumnLineage, type ViewBodyAnalysis } from '../views';
 import { checkFields, hasOwn, type N, q, Refusal, strings } from './nodes';
 import { charge, type Col, type CteDef, type CteEnv, type Ctx, newWalkState, type NsItem, type Scope, type WalkState, WORK_BUDGET } from './state';
-import { touchRelation } from './uses';
+import { dependsOnShape, touchRelation } from './uses';
 
 /** Schemas whose relations are never exposed, whatever the catalogue holds. */
 export const SYSTEM_SCHEMAS = new Set(['pg_catalog', 'information_schema', 'pg_toast']);
 
 const baseColsCache = new WeakMap<PreparedRelation, Col[]>();
 
-/** The columns of a catalogue relation as FROM-item columns (cached per prepared relation). */
+/**
+ * The columns of a catalogue relation as FROM-item columns (cached per prepared relation). A stored
+ * generated column is computed from other columns of the row, so using it reads them too and its
+ * value is derived from them: a deny or mask on an input holds for it (red team rt42 G1).
+ */
 function baseCols(rel: PreparedRelation): Col[] {
   let cols = baseColsCache.get(rel);
   if (!cols) {
-    cols = rel.columnNames.map((c) => ({
-      name: c,
-      lin: linColumn({ schema: rel.schema, table: rel.name, column: c }),
-      reads: [{ rel, column: c }],
-    }));
+    cols = rel.columnNames.map((c) => {
+      const own = linColumn({ schema: rel.schema, table: rel.name, column: c });
+      const inputs = rel.generatedInputs?.get(c);
+      if (!inputs) return { name: c, lin: own, reads: [{ rel, column: c }] };
+      let lin = derive(own);
+      for (const i of inputs) lin = merge(lin, linColumn({ schema: rel.schema, table: rel.name, column: i }));
+      return { name: c, lin, reads: [{ rel, column: c }, ...inputs.map((column) => ({ rel, column }))] };
+    });
     baseColsCache.set(rel, cols);
   }
   return cols;
@@ -139,14 +146,21 @@ export function starColumns(st: WalkState, fields: N[], ctx: Ctx): readonly Col[
   if (names.length === 0) {
     const out: Col[] = [];
     charge(st, ctx.scope.items.length);
-    for (const it of ctx.scope.items) if (it.colsVisible) for (const c of it.cols) out.push(c);
+    for (const it of ctx.scope.items) {
+      if (!it.colsVisible) continue;
+      if (it.base) dependsOnShape(st, it.base);
+      for (const c of it.cols) out.push(c);
+    }
     charge(st, out.length);
     if (ctx.scope.items.length === 0) throw new Refusal('invalid_sql', 'SELECT * with no tables specified is not valid');
     return out;
   }
   const item = findItem(st, names, ctx.scope);
   if (!item) throw new Refusal('unknown_relation', `missing FROM-clause entry for ${q(names.join('.'))}`);
-  if (item.base) touchRelation(st, item.base);
+  if (item.base) {
+    touchRelation(st, item.base);
+    dependsOnShape(st, item.base);
+  }
   return item.cols;
 }
 

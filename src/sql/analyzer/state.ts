@@ -131,6 +131,8 @@ export interface WalkState {
   readonly functionReads: Map<string, FunctionRead>;
   /** Every user function the statement may run, keyed by `schema\u0000name` (see `SqlAnalysisOk.userFunctions`). */
   readonly userFunctions: Map<string, { schema: string; name: string }>;
+  /** Relations whose whole row shape the statement depends on, keyed by `schema\u0000name` (see `SqlAnalysisOk.rowShapes`). */
+  readonly rowShapes: Map<string, { schema: string; name: string }>;
   readonly filter: Map<string, ColumnRef>;
   /** Columns whose values are used other than as a top-level passthrough output (see `SqlAnalysisOk.nonOutputUses`). */
   readonly nonOutput: Map<string, ColumnRef>;
@@ -179,6 +181,7 @@ export function newWalkState(cat: PreparedCatalog, budget: number, viewBody: boo
     functions: new Map(),
     functionReads: new Map(),
     userFunctions: new Map(),
+    rowShapes: new Map(),
     filter: new Map(),
     nonOutput: new Map(),
     countUses: new Map(),

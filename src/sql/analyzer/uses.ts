@@ -98,9 +98,18 @@ export function consumeAll(st: WalkState, cols: readonly OutCol[]): void {
   for (const c of cols) consume(st, c.lin);
 }
 
+/**
+ * The statement depends on `rel`'s whole row shape (a whole-row value, its row type, a `*`
+ * expansion): the read checks its live columns against the scanned ones (`SqlAnalysisOk.rowShapes`).
+ */
+export function dependsOnShape(st: WalkState, rel: PreparedRelation): void {
+  st.rowShapes.set(rel.schema + '\u0000' + rel.name, { schema: rel.schema, name: rel.name });
+}
+
 /** Reading every column of `rel` (whole-row values, the relation's row type used as a type). */
 export function readAll(st: WalkState, rel: PreparedRelation): void {
   touchRelation(st, rel);
+  dependsOnShape(st, rel);
   charge(st, rel.columnNames.length);
   for (const column of rel.columnNames) readColumn(st, { rel, column });
 }

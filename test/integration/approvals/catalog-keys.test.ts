@@ -45,7 +45,7 @@ test('columns carry nullability, default, identity kind and generation', () => {
     { name: 'code', dataType: 'text', nullable: false, default: "'x'::text", identity: null, generated: false, typeOid: 25 },
     { name: 'a', dataType: 'integer', nullable: true, default: null, identity: null, generated: false, typeOid: 23 },
     { name: 'b', dataType: 'integer', nullable: true, default: null, identity: null, generated: false, typeOid: 23 },
-    { name: 'twice', dataType: 'integer', nullable: true, default: '(a * 2)', identity: null, generated: true, typeOid: 23 },
+    { name: 'twice', dataType: 'integer', nullable: true, default: '(a * 2)', identity: null, generated: true, typeOid: 23, generatedFrom: ['a'] },
   ]);
 });
 

@@ -9,6 +9,14 @@ import { decideRelations, presentItems, presentList, presentText, presentTime, r
 import { fieldColumns } from '../../../src/discovery/tables';
 import { relationLineage } from '../../../src/discovery/indexer';
 import { applyMask, FULL_MASK } from '../../../src/sql/redaction';
+import { viewColumnExpander } from '../../../src/discovery/view-columns';
+import { initSqlParser } from '../../../src/sql/analyze';
+import type { SourceCatalog } from '../../../src/sql/catalog-types';
+import { CATALOG } from '../sql/helpers';
+
+beforeAll(async () => {
+  await initSqlParser();
+});
 
 const SUBJECT = { identityId: 'idn_1', identityName: 'agent' };
 const NOW = new Date('2025-06-02T12:00:00Z'); // a Monday
@@ -107,5 +115,29 @@ describe('row rules (issue 27 item 3): indexed rows of a ruled table are marked 
       ['public.staff', false],
       ['public.wiki', false],
     ]);
+  });
+});
+
+describe('a mapped field on a STORED generated column (task hrt42; red team rt42 G1 in discovery)', () => {
+  // public.gen: ssn4 GENERATED ALWAYS AS (right(ssn, 4)) STORED; the mapping's body is ssn4.
+  const GEN: RelationLineage = { relation: 'public.gen', fields: fieldColumns({ table: 'public.gen', id_column: 'id', title_column: 'note', body_column: 'ssn4' }) };
+  const col = (name: string, generated = false, generatedFrom?: string[]) => ({ name, dataType: 'text', nullable: true, default: null, identity: null, generated, ...(generatedFrom ? { generatedFrom } : {}) });
+  const catalog = (generatedFrom?: string[]): SourceCatalog => ({
+    ...CATALOG,
+    relations: [...CATALOG.relations, { schema: 'public', name: 'gen', kind: 'table', columns: [col('id'), col('ssn'), col('note'), col('ssn4', true, generatedFrom)] }],
+  });
+  function decideGen(statements: SourceRole['statements'], policies: Policy[] = [], generatedFrom: string[] | undefined = ['ssn']) {
+    const ev = new AccessEvaluator([{ sourceId: 's', role: { name: 'r', statements } }]);
+    return decideRelations(ev, policies, SUBJECT, 's', NOW, [GEN], viewColumnExpander(catalog(generatedFrom)))[0]!.fields.body;
+  }
+
+  test('computed from a denied column: hidden; from an ungranted one: hidden; from a masked one: masked in full', () => {
+    expect(decideGen([{ effect: 'allow', action: 'read', resource: 'public.gen' }, { effect: 'deny', action: 'read', resource: 'public.gen.ssn' }])).toBe('hide');
+    expect(decideGen([{ effect: 'allow', action: 'read', resource: 'public.gen.id' }, { effect: 'allow', action: 'read', resource: 'public.gen.note' }, { effect: 'allow', action: 'read', resource: 'public.gen.ssn4' }])).toBe('hide');
+    expect(decideGen([{ effect: 'allow', action: 'read', resource: 'public.gen' }], [mask(['public.gen.ssn'], 'partial')])).toBe('full');
+    // A snapshot without the inputs: every other column counts.
+    expect(decideGen([{ effect: 'allow', action: 'read', resource: 'public.gen' }, { effect: 'deny', action: 'read', resource: 'public.gen.ssn' }], [], undefined)).toBe('hide');
+    // Inputs readable and unmasked: shown.
+    expect(decideGen([{ effect: 'allow', action: 'read', resource: 'public.gen' }])).toBe('show');
   });
 });
