@@ -177,6 +177,10 @@ export function viewUserFunctions(st: WalkState): void {
       const dot = code.indexOf('.');
       const s = code.slice(0, dot);
       const n = code.slice(dot + 1);
+      // A built-in a view calls (view-lineage.ts counts those that run SQL text as user code, for
+      // row rules) is not a user function: its pg_proc rows are the server's own, which the scan
+      // does not record, so guarding it would refuse every read of the view (catalog_stale).
+      if (s === 'pg_catalog') continue;
       if (!(st.cat.functionsByName.get(n) ?? []).some((f) => f.schema === s)) continue;
       for (const f of functionReads(st.cat, s, n).functions) st.userFunctions.set(f.schema + '\u0000' + f.name, f);
     }
