@@ -7,13 +7,23 @@ import type { SourceCatalog } from '../sql/catalog-types';
 import type { ControlDb } from './db';
 import { iso } from './ids';
 
-/** Stores (replaces) the snapshot of `sourceId`. The source must exist (foreign key). */
-export async function saveCatalog(db: ControlDb, sourceId: string, catalog: SourceCatalog): Promise<void> {
-  await db.pool.query(
+/**
+ * Stores the snapshot of `sourceId`, replacing the stored one unless that one was scanned later
+ * (`scannedAt`, taken when its scan began: scanCatalog). Two scans of one source may overlap (an
+ * operator's `source scan` and the gateway's rescan after `catalog_stale`, or two replicas): the one
+ * that began first, and so may have read the source before a schema change the other saw, must not
+ * overwrite the newer picture when it finishes last (red team rt42c: an older snapshot saved over an
+ * operator's newer scan). Resolves true when stored, false when a later scan's snapshot was kept.
+ * The source must exist (foreign key).
+ */
+export async function saveCatalog(db: ControlDb, sourceId: string, catalog: SourceCatalog): Promise<boolean> {
+  const r = await db.pool.query(
     `INSERT INTO catalog_snapshots (source_id, scanned_at, truncated, catalog) VALUES ($1, $2, $3, $4)
-     ON CONFLICT (source_id) DO UPDATE SET scanned_at = EXCLUDED.scanned_at, truncated = EXCLUDED.truncated, catalog = EXCLUDED.catalog`,
+     ON CONFLICT (source_id) DO UPDATE SET scanned_at = EXCLUDED.scanned_at, truncated = EXCLUDED.truncated, catalog = EXCLUDED.catalog
+     WHERE catalog_snapshots.scanned_at <= EXCLUDED.scanned_at`,
     [sourceId, catalog.scannedAt, catalog.truncated, JSON.stringify(catalog)],
   );
+  return (r.rowCount ?? 0) > 0;
 }
 
 /** The stored snapshot of `sourceId`, or null when it was never scanned. */

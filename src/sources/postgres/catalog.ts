@@ -504,6 +504,7 @@ function isPool(client: pg.ClientBase | pg.Pool): client is pg.Pool {
  *   column records its `typeOid`.
  *
  * One SQL statement (one snapshot, one round trip); a Pool is borrowed from and released.
+ * `scannedAt` is the time just before that statement was sent (ISO 8601).
  * Throws the driver's error when the query fails (callers must not forward its text to agents).
  */
 export async function scanCatalog(
@@ -511,6 +512,10 @@ export async function scanCatalog(
   opts?: { maxRelations?: number },
 ): Promise<SourceCatalog> {
   const max = Math.max(0, Math.floor(opts?.maxRelations ?? DEFAULT_MAX_RELATIONS));
+  // Taken before the statement (whose snapshot is taken after it): saves are ordered by it
+  // (src/control/catalog.ts saveCatalog), so a scan that read the source earlier never replaces one
+  // that began later.
+  const scannedAt = new Date().toISOString();
   let row: ScanRow;
   if (isPool(client)) {
     const c = await client.connect();
@@ -574,7 +579,7 @@ export async function scanCatalog(
     operatorCode: row.operator_code,
     typeCode: typeCodeOf(row.type_code),
     readerRole: row.reader_role,
-    scannedAt: new Date().toISOString(),
+    scannedAt,
     truncated,
   };
 }

@@ -170,6 +170,18 @@ describe('catalog snapshots and change notifications', () => {
     expect((await catalogSummaries(t.db)).get('sales')).toEqual({ scannedAt: '2026-11-29T11:00:00.000Z', truncated: true, relations: 1 });
   });
 
+  // Red team rt42c: two scans of one source overlapped (an operator's scan after a schema change and
+  // the gateway's rescan begun before it); the one begun first finished last and its older picture
+  // replaced the newer. A snapshot begun earlier than the stored one is no longer saved over it.
+  test('a scan begun before the stored snapshot does not replace it; one begun at or after it does', async () => {
+    const newer = { ...catalog, relations: [...catalog.relations, { schema: 'public', name: 'added', kind: 'table' as const, columns: [] }], scannedAt: '2026-11-29T12:00:00.000Z' };
+    expect(await saveCatalog(t.db, 'sales', newer)).toBe(true);
+    expect(await saveCatalog(t.db, 'sales', { ...catalog, scannedAt: '2026-11-29T11:59:59.999Z' })).toBe(false);
+    expect(await loadCatalog(t.db, 'sales')).toEqual(newer);
+    expect(await saveCatalog(t.db, 'sales', { ...catalog, scannedAt: '2026-11-29T12:00:00.000Z' })).toBe(true);
+    expect(await loadCatalog(t.db, 'sales')).toEqual({ ...catalog, scannedAt: '2026-11-29T12:00:00.000Z' });
+  });
+
   test(`changes to governance tables NOTIFY ${CONTROL_CHANNEL} with the table name; last-use bookkeeping does not`, async () => {
     const seen: string[] = [];
     const listener = await listenControlChanges(t.db, (table) => seen.push(table));
