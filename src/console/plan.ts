@@ -48,12 +48,14 @@ export async function explainAsWriter(source: SourceRecord, sql: string, params:
     return { ok: false, reason: reasonOf(err) };
   }
   try {
-    await c.query(rules ? 'BEGIN' : 'BEGIN READ ONLY');
+    if (rules) await c.query('BEGIN');
+    else await c.query('BEGIN READ ONLY');
     await c.query("SET LOCAL statement_timeout = '5s'");
     if (rules) {
       const reader = (source.settings.reader as { user?: unknown } | undefined)?.user;
       if (typeof reader !== 'string' || reader === '') return { ok: false, reason: 'the source has no reader role to grant the row views to' };
-      for (const v of rules.views) for (const ddl of rowViewStatements(v, reader)) await c.query(ddl);
+      // Built from quoted names; the extended protocol, like every non-constant text on a source connection.
+      for (const v of rules.views) for (const ddl of rowViewStatements(v, reader)) await c.query({ text: ddl, queryMode: 'extended' } as pg.QueryConfig);
       if (rules.settings.length > 0) await c.query({ text: BIND_LOCAL_SETTINGS, values: [rules.settings.map((x) => x[0]), rules.settings.map((x) => x[1])], queryMode: 'extended' } as pg.QueryConfig);
       await c.query('SET TRANSACTION READ ONLY');
     }

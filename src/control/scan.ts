@@ -135,7 +135,7 @@ export async function scanSource(db: ControlDb, sourceId: string, opts: { maxRel
     const writer = source.settings.writer?.user;
     const tables = catalog.relations.filter((r) => r.kind === 'table' || r.kind === 'partitioned_table');
     const unwritable = writer
-      ? (await writerMissingList(async (sql, params) => ({ rowsArray: (await client.query({ text: sql, values: params, rowMode: 'array' })).rows as unknown[][] }), writer, tables)).map((r) => ({ relation: `${r.schema}.${r.name}`, privileges: r.privileges }))
+      ? (await writerMissingList(async (sql, params) => ({ rowsArray: (await client.query({ text: sql, values: params, rowMode: 'array', queryMode: 'extended' } as pg.QueryConfig)).rows as unknown[][] }), writer, tables)).map((r) => ({ relation: `${r.schema}.${r.name}`, privileges: r.privileges }))
       : null;
     await saveCatalog(db, sourceId, catalog);
     await initSqlParser();
