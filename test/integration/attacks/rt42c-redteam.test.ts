@@ -1,0 +1,157 @@
+/**
+ * Red team rt42c: hrt42 (pinned search_path on source connections, the whole-row shape guard) and
+ * the pool wait classification (cc6dc96, e1d185c), attacked as a hostile agent, a hostile identity
+ * beside honest ones, and a careless operator, on real PostgreSQL.
+ *
+ * Findings:
+ *  - S1 (high, fixed): a view whose body uses a whole row of a table (`row_to_json(d)`,
+ *    `d AS r`) carries every live column of that table. The shape guard checks only relations whose
+ *    row shape the agent's own statement depends on; a view's body is analysed apart (fresh walk
+ *    state), so its whole-row uses add nothing to `rowShapes`. A column added to the table after the
+ *    scan (PostgreSQL allows ADD COLUMN under such views) is then served through the view to a caller
+ *    whose role denies that column by name (allow public.*, deny public.dept.secret, named before it
+ *    existed): `SELECT doc FROM dept_doc` answered `"secret":"S3CRET"` (also `d AS r`, a view over the view).
+ *    Fixed: a view FROM item whose column lineages embed whole rows (`opq`) makes the statement
+ *    depend on those relations' shapes (src/sql/analyzer/relation.ts viewItem), so the guard checks
+ *    the base table in the read's round trip: catalog_stale, rescan, then judged on the new column.
+ *  - P1 (low/medium, careless operator; open: test.failing): the pinned path goes into the startup
+ *    packet, which the server caps at 10 000 bytes. A reader role whose search_path names many long
+ *    schemas (≈ 150 of 63 bytes) makes every new source connection fail (the server resets it:
+ *    ECONNRESET, counted as the source failing), where before hrt42 the same role connected. Fix:
+ *    when the option would not fit, leave the path out of the startup packet; the per-connection
+ *    check of current_schemas (read.ts pathMismatch) still refuses a connection on another path.
+ *
+ * Withstood (asserted below): schema names built to break the startup option string (spaces, tabs,
+ * newlines, backslashes, quotes, commas, a no-break space, each followed by `-c statement_timeout=0`,
+ * `-c default_transaction_read_only=off`, `-c role=…`) stay one search_path value: no other setting
+ * is changed and the connection's path is exactly the named schemas.
+ */
+import pg from 'pg';
+import { startGovernedEnv, callTool, type GovernedEnv } from '../../helpers/governed';
+import { statementsAgent, type AttackEnv } from './harness';
+import { scanSource } from '../../../src/control/scan';
+import { startupOptions } from '../../../src/sources/postgres/settings';
+
+let env: GovernedEnv;
+let admin: pg.Client;
+let reader = '';
+/** Allowed public.*, denied public.dept.secret (a column created after the scan). */
+let denyKey = '';
+
+const TIMEOUTS = { statementTimeout: 5000, lockTimeout: 1000, idleInTxTimeout: 1000 };
+
+/** What one interlock_query call answered: status, then the refusal's code or the rows. */
+async function outcome(sql: string, key: string): Promise<unknown> {
+  const r = await callTool(env, 'interlock_query', { source_id: 'chinook', sql }, key);
+  const res = r.body.result;
+  if (!res) return { status: r.status, error: r.body.error };
+  if (res.isError) return { status: r.status, code: res.structuredContent.code };
+  return { status: r.status, rows: res.structuredContent.rows };
+}
+
+/** Rescans the source as an operator would and drops the gateway's cached snapshot. */
+async function rescan(): Promise<void> {
+  await scanSource(env.db, 'chinook');
+  env.gateway.store.invalidate('*');
+}
+
+/** Connects as the source's owner with `options` and reports the settings the options could change. */
+async function settingsWith(options: string): Promise<unknown> {
+  const c = new pg.Client({ connectionString: env.sourceUrl, options });
+  try {
+    await c.connect();
+    const r = await c.query(`SELECT pg_catalog.current_schemas(false)::text[] AS path, current_setting('statement_timeout') AS st,
+      current_setting('default_transaction_read_only') AS ro, current_setting('lock_timeout') AS lt, current_user = session_user AS same_user`);
+    return r.rows[0];
+  } catch (err) {
+    return { error: (err as { code?: string }).code ?? (err as Error).message };
+  } finally {
+    await c.end().catch(() => undefined);
+  }
+}
+
+beforeAll(async () => {
+  env = await startGovernedEnv({ config: { rate_limits: { per_identity: { points: 100000, window_seconds: 60 }, per_source: { points: 100000, window_seconds: 60 } }, cache: { ttl_ms: 0 } } });
+  admin = new pg.Client({ connectionString: env.sourceUrl });
+  await admin.connect();
+  reader = admin.escapeIdentifier(env.demo.readerRole);
+  await admin.query(`
+    SET search_path = public;
+    CREATE TABLE dept (dept_id int PRIMARY KEY, title text);
+    INSERT INTO dept VALUES (10, 'Research');
+    CREATE VIEW dept_doc AS SELECT dept_id, row_to_json(d) AS doc FROM dept d;
+    CREATE VIEW dept_row AS SELECT dept_id, d AS r FROM dept d;
+    CREATE VIEW dept_doc2 AS SELECT doc FROM dept_doc;
+    GRANT SELECT ON dept, dept_doc, dept_row, dept_doc2 TO ${reader};`);
+  await rescan();
+  denyKey = await statementsAgent({ env } as AttackEnv, 'rt42c-deny', [
+    { effect: 'allow', action: 'read', resource: 'public.*' },
+    { effect: 'deny', action: 'read', resource: 'public.dept.secret' },
+  ]);
+}, 120_000);
+
+afterAll(async () => {
+  await admin?.end();
+  await env?.close();
+});
+
+describe('S1 (high): a whole row used inside a view, a column added to its table after the scan', () => {
+  afterAll(async () => {
+    await admin.query('ALTER TABLE dept DROP COLUMN IF EXISTS secret');
+    await rescan();
+  });
+
+  test('the scanned columns are served through the view', async () => {
+    expect(await outcome('SELECT doc FROM dept_doc', denyKey)).toEqual({ status: 200, rows: [{ doc: { dept_id: 10, title: 'Research' } }] });
+    expect(await outcome('SELECT r FROM dept_row', denyKey)).toEqual({ status: 200, rows: [{ r: '(10,Research)' }] });
+    expect(await outcome('SELECT doc FROM dept_doc2', denyKey)).toEqual({ status: 200, rows: [{ doc: { dept_id: 10, title: 'Research' } }] });
+  });
+
+  test('fixed: the added column is not served through the view (catalog_stale, then denied once rescanned)', async () => {
+    await admin.query("ALTER TABLE dept ADD COLUMN secret text DEFAULT 'S3CRET'");
+    // Before a fix: {status: 200, rows: [{doc: {dept_id: 10, title: 'Research', secret: 'S3CRET'}}]}
+    // and [{r: '(10,Research,S3CRET)'}].
+    expect(await outcome('SELECT doc FROM dept_doc', denyKey)).toEqual({ status: 200, code: 'catalog_stale' });
+    expect(await outcome('SELECT r FROM dept_row', denyKey)).toEqual({ status: 200, code: 'catalog_stale' });
+    expect(await outcome('SELECT doc FROM dept_doc2', denyKey)).toEqual({ status: 200, code: 'catalog_stale' });
+    // Rescanned, the view's column embeds a column the caller is not granted: denied.
+    await rescan();
+    expect(await outcome('SELECT doc FROM dept_doc', denyKey)).toEqual({ status: 200, code: 'source_role_denied' });
+    // Named columns of the view that embed no whole row stay served.
+    expect(await outcome('SELECT dept_id FROM dept_doc', denyKey)).toEqual({ status: 200, rows: [{ dept_id: 10 }] });
+  });
+});
+
+test('withstood: schema names built to break the startup option string stay one search_path value', async () => {
+  const names = [
+    'a b -c statement_timeout=0',
+    'x\\ -c default_transaction_read_only=off',
+    'q" -c role=postgres "',
+    'c,d',
+    'nbsp\u00a0-c lock_timeout=0',
+    'tab\t-c statement_timeout=0',
+    'nl\n-c statement_timeout=0',
+    'bs\\\\',
+    'end\\',
+  ];
+  for (const n of names) await admin.query(`CREATE SCHEMA ${admin.escapeIdentifier(n)}`);
+  try {
+    expect(await settingsWith(startupOptions(TIMEOUTS, true, names))).toEqual({ path: names, st: '5s', ro: 'on', lt: '1s', same_user: true });
+  } finally {
+    for (const n of names) await admin.query(`DROP SCHEMA ${admin.escapeIdentifier(n)}`);
+  }
+});
+
+test.failing('P1 (low/medium, careless operator): a long scanned path still lets source connections start', async () => {
+  // 150 schemas of 63 bytes: the startup packet passes the server's 10 000-byte cap.
+  const names = Array.from({ length: 150 }, (_, i) => 's' + String(i).padStart(3, '0') + 'x'.repeat(59));
+  for (const n of names) await admin.query(`CREATE SCHEMA ${admin.escapeIdentifier(n)}`);
+  try {
+    // Before hrt42 the role's own setting held it; the pinned option makes the server reset the connection.
+    const got = (await settingsWith(startupOptions(TIMEOUTS, true, names))) as { ro?: string; error?: string };
+    expect(got.error).toBeUndefined();
+    expect(got.ro).toBe('on');
+  } finally {
+    for (const n of names) await admin.query(`DROP SCHEMA ${admin.escapeIdentifier(n)}`);
+  }
+});
