@@ -14,12 +14,17 @@
  *    Fixed: a view FROM item whose column lineages embed whole rows (`opq`) makes the statement
  *    depend on those relations' shapes (src/sql/analyzer/relation.ts viewItem), so the guard checks
  *    the base table in the read's round trip: catalog_stale, rescan, then judged on the new column.
- *  - P1 (low/medium, careless operator; open: test.failing): the pinned path goes into the startup
+ *  - P1 (low/medium, careless operator; fixed): the pinned path goes into the startup
  *    packet, which the server caps at 10 000 bytes. A reader role whose search_path names many long
  *    schemas (≈ 150 of 63 bytes) makes every new source connection fail (the server resets it:
- *    ECONNRESET, counted as the source failing), where before hrt42 the same role connected. Fix:
- *    when the option would not fit, leave the path out of the startup packet; the per-connection
- *    check of current_schemas (read.ts pathMismatch) still refuses a connection on another path.
+ *    ECONNRESET, counted as the source failing), where before hrt42 the same role connected. Fixed: a
+ *    path whose option passes 4 096 bytes is set by the connection's first statement (set_config,
+ *    before the verification that records the path each read compares; pinned-client.ts).
+ *  - P2 (low, flapping operator; fixed): a rescan that changes the path retires both pools, but one
+ *    with callers waiting was never ended: its connections stayed open until their idle timeout
+ *    (30 s), so a path flapping between rescans added up to pool_size connections per change (on a
+ *    source near max_connections, 53300 at connect counts against the circuit). The retired pool now
+ *    serves its waiters and ends at the first release that leaves none waiting (pools.ts retire).
  *
  * Withstood (asserted below): schema names built to break the startup option string (spaces, tabs,
  * newlines, backslashes, quotes, commas, a no-break space, each followed by `-c statement_timeout=0`,
@@ -28,13 +33,15 @@
  */
 import pg from 'pg';
 import { startGovernedEnv, callTool, type GovernedEnv } from '../../helpers/governed';
-import { statementsAgent, type AttackEnv } from './harness';
+import { NO_LIMITS, statementsAgent, type AttackEnv } from './harness';
 import { scanSource } from '../../../src/control/scan';
-import { startupOptions } from '../../../src/sources/postgres/settings';
+import { applicationName, startupOptions } from '../../../src/sources/postgres/settings';
+import { PostgresSourceConnector } from '../../../src/sources/postgres/connector';
+import type { SourcePools } from '../../../src/sources/postgres/pools';
+import { createSourceDb, waitFor } from '../sources/source-db';
 
 let env: GovernedEnv;
 let admin: pg.Client;
-let reader = '';
 /** Allowed public.*, denied public.dept.secret (a column created after the scan). */
 let denyKey = '';
 
@@ -71,10 +78,10 @@ async function settingsWith(options: string): Promise<unknown> {
 }
 
 beforeAll(async () => {
-  env = await startGovernedEnv({ config: { rate_limits: { per_identity: { points: 100000, window_seconds: 60 }, per_source: { points: 100000, window_seconds: 60 } }, cache: { ttl_ms: 0 } } });
+  env = await startGovernedEnv({ config: { ...NO_LIMITS, cache: { ttl_ms: 0 } } });
   admin = new pg.Client({ connectionString: env.sourceUrl });
   await admin.connect();
-  reader = admin.escapeIdentifier(env.demo.readerRole);
+  const reader = admin.escapeIdentifier(env.demo.readerRole);
   await admin.query(`
     SET search_path = public;
     CREATE TABLE dept (dept_id int PRIMARY KEY, title text);
@@ -142,16 +149,52 @@ test('withstood: schema names built to break the startup option string stay one 
   }
 });
 
-test.failing('P1 (low/medium, careless operator): a long scanned path still lets source connections start', async () => {
-  // 150 schemas of 63 bytes: the startup packet passes the server's 10 000-byte cap.
+test('P1 (low/medium, careless operator; fixed): a scanned path too long for the startup packet still pins new connections', async () => {
+  // 150 schemas of 63 bytes: as a startup option the path passes the server's 10 000-byte packet cap.
   const names = Array.from({ length: 150 }, (_, i) => 's' + String(i).padStart(3, '0') + 'x'.repeat(59));
-  for (const n of names) await admin.query(`CREATE SCHEMA ${admin.escapeIdentifier(n)}`);
+  const src = await createSourceDb('rt42c_path');
+  const connector = new PostgresSourceConnector('rt42c-path', src.settings({ pool_size: 1 }));
+  const pools = (connector as unknown as { pools: SourcePools }).pools;
   try {
-    // Before hrt42 the role's own setting held it; the pinned option makes the server reset the connection.
-    const got = (await settingsWith(startupOptions(TIMEOUTS, true, names))) as { ro?: string; error?: string };
-    expect(got.error).toBeUndefined();
-    expect(got.ro).toBe('on');
+    for (const n of names) await src.admin.query(`CREATE SCHEMA ${n}; GRANT USAGE ON SCHEMA ${n} TO ${src.readerRole}`);
+    pools.pinSearchPath(names);
+    // Before the fix: every checkout failed source_unavailable (the server reset the connection: ECONNRESET).
+    const c = await pools.checkout('reader');
+    try {
+      expect((c as unknown as { searchPath: string[] }).searchPath).toEqual(names);
+      const r = await c.query("SELECT pg_catalog.current_schemas(false)::text[] AS p, current_setting('default_transaction_read_only') AS ro");
+      expect(r.rows).toEqual([{ p: names, ro: 'on' }]);
+    } finally {
+      c.release();
+    }
   } finally {
-    for (const n of names) await admin.query(`DROP SCHEMA ${admin.escapeIdentifier(n)}`);
+    await connector.close();
+    await src.drop();
+  }
+});
+
+test('P2 (low, flapping operator; fixed): a pool retired by a path change while callers waited on it is ended once they are served', async () => {
+  const src = await createSourceDb('rt42c_pool');
+  const settings = src.settings({ pool_size: 1 });
+  const connector = new PostgresSourceConnector('rt42c-pool', settings);
+  const pools = (connector as unknown as { pools: SourcePools }).pools;
+  const app = applicationName('rt42c-pool', 'reader');
+  const open = async () => Number((await admin.query('SELECT count(*)::int AS n FROM pg_stat_activity WHERE application_name = $1', [app])).rows[0].n);
+  try {
+    pools.pinSearchPath(['public']);
+    const first = await pools.checkout('reader');
+    const waiter = pools.checkout('reader'); // waits on the pool of the first path
+    pools.pinSearchPath(['public', 'pg_catalog']); // a rescan found another path: the pool is retired with a waiter
+    first.release();
+    (await waiter).release();
+    // Before the fix the retired pool was never ended: its connection stayed open (idle, 30 s).
+    expect(await waitFor(async () => (await open()) === 0, 5000)).toBeGreaterThanOrEqual(0);
+    // The new path's pool serves.
+    const next = await pools.checkout('reader');
+    next.release();
+    expect(await open()).toBe(1);
+  } finally {
+    await connector.close();
+    await src.drop();
   }
 });
