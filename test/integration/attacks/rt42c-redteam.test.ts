@@ -26,7 +26,18 @@
  *    source near max_connections, 53300 at connect counts against the circuit). The retired pool now
  *    serves its waiters and ends at the first release that leaves none waiting (pools.ts retire).
  *
- * Withstood (asserted below): schema names built to break the startup option string (spaces, tabs,
+ * Not tested (left): a user SQL function RETURNS SETOF <table> whose body is `SELECT * FROM <table>`
+ * (PostgreSQL re-plans the body with the live columns; trusted functions only, and their version
+ * guard does not see a column change of the table); a background rescan (catalog_stale) that began
+ * before a DDL can save its older snapshot after an operator's newer scan (rt42's G2 test saw it
+ * once under load: source_role_denied on a dropped column until the next rescan; fails closed).
+ * Pool waits (waitFailure, item 3) reasoned, not staged again: a hostile identity cannot empty the
+ * connected set of a healthy source for two connect timeouts (its connections are replaced within
+ * one), and a black-holed source's waits count once the last connect is two timeouts old.
+ *
+ * Withstood (asserted below): every whole-row form of a base table (ROW(t.*), t::text in ORDER BY,
+ * GROUP BY, DISTINCT, WHERE, LATERAL, scalar and EXISTS sub-selects, CTEs and derived tables,
+ * jsonb_populate_record(NULL::t, …), array_agg(t)) records it in rowShapes; `(t).*` is refused. Schema names built to break the startup option string (spaces, tabs,
  * newlines, backslashes, quotes, commas, a no-break space, each followed by `-c statement_timeout=0`,
  * `-c default_transaction_read_only=off`, `-c role=…`) stay one search_path value: no other setting
  * is changed and the connection's path is exactly the named schemas.
@@ -39,6 +50,8 @@ import { applicationName, startupOptions } from '../../../src/sources/postgres/s
 import { PostgresSourceConnector } from '../../../src/sources/postgres/connector';
 import type { SourcePools } from '../../../src/sources/postgres/pools';
 import { createSourceDb, waitFor } from '../sources/source-db';
+import { analyzeSql, initSqlParser } from '../../../src/sql/analyze';
+import { CATALOG } from '../../unit/sql/helpers';
 
 let env: GovernedEnv;
 let admin: pg.Client;
@@ -197,4 +210,22 @@ test('P2 (low, flapping operator; fixed): a pool retired by a path change while 
     await connector.close();
     await src.drop();
   }
+});
+
+test('withstood: every whole-row form of a base table puts it in the statement\'s rowShapes (the shape guard checks it)', async () => {
+  await initSqlParser();
+  const forms = [
+    'SELECT ROW(t.*) FROM s.t t', 'SELECT x FROM s.t t ORDER BY t::text', 'SELECT count(*) FROM s.t t GROUP BY t::text',
+    'SELECT DISTINCT t::text FROM s.t t', 'SELECT y FROM s.t t, LATERAL (SELECT t::text AS z) l', 'WITH c AS (SELECT * FROM s.t) SELECT c FROM c',
+    "SELECT jsonb_populate_record(NULL::s.t, '{}')", 'SELECT x FROM s.t t WHERE t IS NOT NULL', 'SELECT (SELECT t FROM s.t t LIMIT 1)',
+    "SELECT x FROM s.t t WHERE EXISTS (SELECT 1 WHERE t::text LIKE '%a%')", 'SELECT to_json(array_agg(t)) FROM s.t t',
+    'WITH c AS (SELECT t FROM s.t t) SELECT c.t FROM c', 'SELECT c FROM (SELECT * FROM s.t) c', 'SELECT hashtext(t::text) FROM s.t t',
+  ];
+  const shapes = forms.map((f) => {
+    const r = analyzeSql(f, CATALOG);
+    return r.ok ? r.rowShapes : r.code;
+  });
+  expect(shapes).toEqual(forms.map(() => [{ schema: 's', name: 't' }]));
+  // `(t).*` is refused outright.
+  expect(analyzeSql('SELECT (t).* FROM s.t t', CATALOG)).toMatchObject({ ok: false, code: 'statement_not_allowed' });
 });
