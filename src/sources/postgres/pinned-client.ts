@@ -103,14 +103,21 @@ export async function verifyPinnedSettings(client: PinnedClient): Promise<void> 
 /**
  * pg.Pool options that make every pooled connection a verified PinnedClient: pg-pool ends a client
  * whose `onConnect` hook rejects and hands the error to the caller waiting for it. The caller still
- * passes `options` with the pinned startup options.
+ * passes `options` with the pinned startup options. `searchPath`: a search_path value too long for
+ * the startup packet (settings.ts searchPathFitsStartup, red team rt42c P1), set by one statement
+ * before the verification (which then records the path the read compares, read.ts pathMismatch).
  */
-export function pinnedPoolOptions(): Pick<pg.PoolConfig, 'Client' | 'onConnect'> {
+export function pinnedPoolOptions(searchPath?: string): Pick<pg.PoolConfig, 'Client' | 'onConnect'> {
   return {
     Client: PinnedClient as unknown as pg.PoolConfig['Client'],
-    onConnect: ((client: pg.ClientBase) => verifyPinnedSettings(client as unknown as PinnedClient)) as unknown as pg.PoolConfig['onConnect'],
+    onConnect: ((client: pg.ClientBase) => (searchPath === undefined
+      ? verifyPinnedSettings(client as unknown as PinnedClient)
+      : client.query({ text: SET_SEARCH_PATH_SQL, values: [searchPath], queryMode: 'extended' } as pg.QueryConfig).then(() => verifyPinnedSettings(client as unknown as PinnedClient)))) as unknown as pg.PoolConfig['onConnect'],
   };
 }
+
+/** Sets the session's search_path ($1: the value) when it is too long for the startup packet (settings.ts searchPathFitsStartup). */
+const SET_SEARCH_PATH_SQL = "SELECT pg_catalog.set_config('search_path', $1, false)";
 
 /**
  * Opens one verified source connection (`config.options` must hold the pinned startup options).

@@ -14,7 +14,7 @@ import type { Logger } from 'pino';
 import { SourceError, localFailure } from './errors';
 import { LOCAL_WIRE_ERROR_CODE } from './health';
 import { pinnedPoolOptions, connectPinned } from './pinned-client';
-import { applicationName, startupOptions, type Resolved } from './settings';
+import { applicationName, searchPathFitsStartup, searchPathValue, startupOptions, type Resolved } from './settings';
 import { installWireGuard, type WireGuard } from './wire-budget';
 import type { ClientInternals } from './wire';
 
@@ -87,12 +87,31 @@ export class SourcePools {
     if (cur && cur.length === path.length && cur.every((s, i) => s === path[i])) return;
     this.path = Object.freeze([...path]);
     for (const old of [this.readerPool, this.writerPool]) {
-      if (!old) continue;
-      // Waiters are served by the old pool (read.ts then drops a connection on another path); with none, end it now.
-      if (old.waitingCount === 0) old.end().catch((err: unknown) => this.logger?.warn({ err }, 'pool end failed'));
+      if (old) this.retire(old);
     }
     this.readerPool = null;
     this.writerPool = null;
+  }
+
+  /**
+   * Ends a pool no new checkout uses. Its waiters are served first (pg-pool serves no waiter once
+   * ending, so they would only time out), and it ends at the first release that leaves none waiting:
+   * ending it only when nobody waited at the retirement left a pool retired with waiters, and its
+   * connections, open until their idle timeout; a path flapping between rescans added one such pool
+   * per change (red team rt42c P2).
+   */
+  private retire(old: pg.Pool): void {
+    const end = () => void old.end().catch((err: unknown) => this.logger?.warn({ err }, 'pool end failed'));
+    if (old.waitingCount === 0) return end();
+    const onRelease = () => {
+      if (old.waitingCount > 0) return;
+      old.removeListener('release', onRelease);
+      old.removeListener('remove', onRelease);
+      // After pg-pool has put the released connection back (the event comes first).
+      setImmediate(end);
+    };
+    old.on('release', onRelease);
+    old.on('remove', onRelease);
   }
 
   /** Occupancy of the reader pool (a pool not created yet is empty). */
@@ -219,10 +238,12 @@ export class SourcePools {
     if (this.closed) throw localFailure('the source connector is closed');
     const existing = kind === 'reader' ? this.readerPool : this.writerPool;
     if (existing) return existing;
+    // A path too long for the startup packet is set by the connection's first statement (rt42c P1).
+    const latePath = this.path && !searchPathFitsStartup(this.path) ? searchPathValue(this.path) : undefined;
     const pool = new pg.Pool({
       ...this.connectionConfig(kind),
       // Every connection is verified to hold the pinned session settings before it is used (pinned-client.ts).
-      ...pinnedPoolOptions(),
+      ...pinnedPoolOptions(latePath),
       max: kind === 'reader' ? this.s.poolSize : Math.min(2, this.s.poolSize),
       idleTimeoutMillis: 30_000,
       connectionTimeoutMillis: this.s.connectTimeout,

@@ -193,8 +193,25 @@ export function tlsOptions(t: PostgresTlsSettings, host: string): tls.Connection
  * no `"$user"` entry is left to pick up a schema created later.
  */
 export function searchPathOption(schemas: readonly string[]): string {
-  const value = schemas.map((s) => '"' + s.replace(/"/g, '""') + '"').join(',');
-  return '-c search_path=' + value.replace(/[\\\s]/g, (c) => '\\' + c);
+  return '-c search_path=' + searchPathValue(schemas).replace(/[\\\s]/g, (c) => '\\' + c);
+}
+
+/** The search_path value naming `schemas`: each quoted as an identifier, joined by commas. */
+export function searchPathValue(schemas: readonly string[]): string {
+  return schemas.map((s) => '"' + s.replace(/"/g, '""') + '"').join(',');
+}
+
+/**
+ * Most bytes the search_path startup option may take. The server refuses a startup packet over
+ * 10 000 bytes (it resets the connection); the rest of it (user, database, application name, the
+ * other options) stays far below the remainder. A longer path is set by the connection's first
+ * statement instead (pinned-client.ts `pinnedPoolOptions`; red team rt42c P1).
+ */
+export const SEARCH_PATH_OPTION_MAX_BYTES = 4096;
+
+/** True when the path pinned to `schemas` fits in the startup packet (SEARCH_PATH_OPTION_MAX_BYTES). */
+export function searchPathFitsStartup(schemas: readonly string[]): boolean {
+  return Buffer.byteLength(searchPathOption(schemas)) <= SEARCH_PATH_OPTION_MAX_BYTES;
 }
 
 /**
@@ -204,7 +221,7 @@ export function searchPathOption(schemas: readonly string[]): string {
 export function startupOptions(r: Pick<Resolved, 'statementTimeout' | 'lockTimeout' | 'idleInTxTimeout'>, readOnly: boolean, searchPath?: readonly string[] | null): string {
   return [
     pinnedStartupOptions(),
-    ...(searchPath && searchPath.length > 0 ? [searchPathOption(searchPath)] : []),
+    ...(searchPath && searchPath.length > 0 && searchPathFitsStartup(searchPath) ? [searchPathOption(searchPath)] : []),
     `-c default_transaction_read_only=${readOnly ? 'on' : 'off'}`,
     `-c statement_timeout=${r.statementTimeout}`,
     `-c lock_timeout=${r.lockTimeout}`,

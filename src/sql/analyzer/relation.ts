@@ -62,9 +62,22 @@ export function relationItem(st: WalkState, rel: PreparedRelation, alias: N | un
   return isViewLike(rel) ? viewItem(st, rel, alias) : baseItem(rel, alias);
 }
 
-/** A FROM item for a view or materialized view: its columns carry the lineage of its definition (views.ts). */
+/**
+ * A FROM item for a view or materialized view: its columns carry the lineage of its definition
+ * (views.ts). A relation whose whole rows the definition embeds (a lineage's `opq`: `row_to_json(d)`,
+ * `d AS r`) is built by the server from its live columns, so the statement depends on that
+ * relation's row shape as if it used the whole row itself (red team rt42c S1: a column added after
+ * the scan rode through such a view unguarded).
+ */
 function viewItem(st: WalkState, rel: PreparedRelation, alias: N | undefined): NsItem {
   const lins = viewColumnLineage(rel, (sel) => analyseViewBody(st, sel));
+  for (const l of lins) {
+    if (!l.opq) continue;
+    for (const r of l.opq.values()) {
+      const embedded = st.cat.relations.get(relKey(r.schema, r.table));
+      if (embedded) dependsOnShape(st, embedded);
+    }
+  }
   const cols: Col[] = rel.columnNames.map((c, i) => ({ name: c, lin: lins[i], reads: [{ rel, column: c }], view: true }));
   return { ...baseItem(rel, alias), cols: renameCols(cols, alias, `relation ${q(rel.name)}`) };
 }

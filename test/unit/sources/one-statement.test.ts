@@ -113,7 +113,7 @@ test('source connections are only made by the pinned factories; every other pg c
   expect(raw).toEqual([]);
   // The pool's connections are PinnedClients verified on connect.
   const pools = files.find((f) => f.path === 'src/sources/postgres/pools.ts')!.code;
-  expect(pools).toMatch(/new pg\.Pool\(\{\s*\.\.\.this\.connectionConfig\(kind\),[\s\S]{0,200}\.\.\.pinnedPoolOptions\(\)/);
+  expect(pools).toMatch(/new pg\.Pool\(\{\s*\.\.\.this\.connectionConfig\(kind\),[\s\S]{0,200}\.\.\.pinnedPoolOptions\((?:latePath)?\)/);
 });
 
 test('the connector Submittable (PortalRead) sends Parse, never a simple Query message', () => {
