@@ -149,6 +149,9 @@ test("G3 (high): the reader's search_path changed after the scan (ALTER ROLE …
   try {
     // New connections take the role's new path (existing ones keep theirs): end the reader's sessions.
     await admin.query('SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = $1', [env.demo.readerRole]);
+    // Staging only: let the pool see its idle connections end (the server's FATAL reaches each idle
+    // client asynchronously; a read checked out before that fails on the dead connection, not on G3).
+    await new Promise((r) => setTimeout(r, 300));
     // Before the fix: {rows: [{title: 'SECRET-DEPT'}]}, hr_secret.dept read while the analysis resolved public.dept.
     // Since hrt42 connections start with the scanned path pinned (startup search_path), which wins
     // over the role's: the server resolves public.dept, as the analysis did.
