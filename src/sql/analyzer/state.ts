@@ -131,6 +131,9 @@ export interface WalkState {
   readonly functionReads: Map<string, FunctionRead>;
   /** Every user function the statement may run, keyed by `schema\u0000name` (see `SqlAnalysisOk.userFunctions`). */
   readonly userFunctions: Map<string, { schema: string; name: string }>;
+  /** Function and operator names PostgreSQL looks up for the statement (see `SqlAnalysisOk.resolvedNames`). */
+  readonly functionNames: Set<string>;
+  readonly operatorNames: Set<string>;
   readonly filter: Map<string, ColumnRef>;
   /** Columns whose values are used other than as a top-level passthrough output (see `SqlAnalysisOk.nonOutputUses`). */
   readonly nonOutput: Map<string, ColumnRef>;
@@ -179,6 +182,8 @@ export function newWalkState(cat: PreparedCatalog, budget: number, viewBody: boo
     functions: new Map(),
     functionReads: new Map(),
     userFunctions: new Map(),
+    functionNames: new Set(),
+    operatorNames: new Set(),
     filter: new Map(),
     nonOutput: new Map(),
     countUses: new Map(),
