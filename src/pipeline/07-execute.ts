@@ -35,11 +35,16 @@ export interface QueryConnector {
   read(sql: string, params: unknown[], opts: { maxRows: number; maxBytes: number; signal?: AbortSignal; identityId?: string; settings?: ReadonlyArray<readonly [string, string]>; guard?: { text: string; values: string[] }; functionGuard?: { text: string; values: string[] } }): Promise<ReadRows>;
   /**
    * A guard for `read` that proves, in the read's own round trip and right before the statement,
-   * that the user functions `fns` (each name with all its overloads) are still the ones `catalog`
-   * recorded (task hf5, src/sources/postgres/function-guard.ts); when one is not, the statement is
-   * not run and the read resolves with `functionsChanged`. Null for no functions (nothing sent).
+   * that the functions and operators of every name the analysis `names` looks up (`resolvedNames`),
+   * and of every user function it runs (`userFunctions`), are still exactly the ones `catalog`
+   * recorded in every schema but pg_catalog (tasks hf5, hg1; src/sources/postgres/function-guard.ts);
+   * when they are not, the statement is not run and the read resolves with `functionsChanged`.
+   * Null when there is no name (nothing sent).
    */
-  functionGuard?(catalog: SourceCatalog, fns: ReadonlyArray<{ schema: string; name: string }> | undefined): { text: string; values: string[] } | null;
+  functionGuard?(
+    catalog: SourceCatalog,
+    names: { userFunctions?: ReadonlyArray<{ schema: string; name: string }>; resolvedNames?: { functions: ReadonlyArray<string>; operators: ReadonlyArray<string> } } | undefined,
+  ): { text: string; values: string[] } | null;
   /**
    * A guard for `read` that proves, in the read's own round trip, that `relations` still stand alone
    * (no partition or inheritance parent or child); when it cannot, the statement is not run and

@@ -281,9 +281,10 @@ function pipeline(deps: QueryPipelineDeps, now: () => Date, analyses: AnalysisCa
     // row view the source lost was made again (once per call).
     if (rows.kind === 'ruled') audit.row_rules = rows.plan.applied;
     let remadeRowViews = false;
-    // The user functions it runs must still be the scanned ones (task hf5): checked in the read's own
-    // round trip, right before the statement; a statement without user functions sends nothing more.
-    const fnGuard = analysis.userFunctions ? (connector.functionGuard?.(catalog, analysis.userFunctions) ?? null) : null;
+    // The functions and operators of every name it looks up, and the user functions it runs, must
+    // still be the scanned ones (tasks hf5, hg1): checked in the read's own round trip, right before
+    // the statement; a statement that looks up no function or operator sends nothing more.
+    const fnGuard = analysis.userFunctions || analysis.resolvedNames ? (connector.functionGuard?.(catalog, analysis) ?? null) : null;
     for (;;) {
       const maxRows = Math.min(requested, sourceCap, restrictions.maxRows ?? Infinity);
       // Masked columns are masked in SQL, so their raw values never reach the gateway (mask-sql.ts).

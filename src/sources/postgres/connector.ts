@@ -22,7 +22,7 @@ import { SourceError, classifyFailure, internalCause, localFailure, type Failure
 import { IdentitySlots } from './fair-share';
 import { SourcePools, type PoolStats } from './pools';
 import type { ReadGuard, ReadOptions, ReadResult } from './portal-read';
-import { functionGuard } from './function-guard';
+import { functionGuard, type GuardedNames } from './function-guard';
 import { runRead, type StatementContext } from './read';
 import { resolveSettings, tlsOptions, type PostgresSourceSettings, type Resolved } from './settings';
 import { encodeParams } from './wire';
@@ -223,11 +223,12 @@ export class PostgresSourceConnector {
   }
 
   /**
-   * A read guard (ReadOptions.functionGuard, task hf5) that lets the read's statement run only while
-   * the user functions `fns` are the ones `catalog` recorded (function-guard.ts); null for none.
+   * A read guard (ReadOptions.functionGuard, tasks hf5, hg1) that lets the read's statement run only
+   * while the functions and operators of every name its analysis `names` (`userFunctions`,
+   * `resolvedNames`) looks up are the ones `catalog` recorded (function-guard.ts); null for none.
    */
-  functionGuard(catalog: SourceCatalog, fns: ReadonlyArray<{ schema: string; name: string }> | undefined): ReadGuard | null {
-    return functionGuard(catalog, fns);
+  functionGuard(catalog: SourceCatalog, names: GuardedNames | undefined): ReadGuard | null {
+    return functionGuard(catalog, names);
   }
 
   /**

@@ -1,21 +1,35 @@
 /**
- * The function guard (task hf5; red team rt41b F5): a read guard (portal-read.ts `ReadGuard`,
- * `ReadOptions.functionGuard`) that lets a statement run only while every user function its
- * analysis assumed it may run (`SqlAnalysisOk.userFunctions`) is still the one the catalogue scan
- * analysed. A function replaced (`CREATE OR REPLACE`), altered (`ALTER FUNCTION … SECURITY DEFINER`,
- * `SET search_path`, `OWNER TO`, …) or dropped and created again under the same name has another
- * pg_proc row version (`oid:xmin`, catalog.ts ROUTINE_VERSION_SQL), and so has a name that gained
- * or lost an overload.
+ * The function guard (task hf5; red team rt41b F5; task hg1 after red team rt42b G1): a read guard
+ * (portal-read.ts `ReadGuard`, `ReadOptions.functionGuard`) that lets a statement run only while
+ * every function and operator PostgreSQL may resolve for it is still one the catalogue scan saw.
+ *
+ * For every name the statement looks up (`SqlAnalysisOk.resolvedNames`: called functions and
+ * operators, implicit ones and built-ins included) and every user function its analysis assumed it
+ * may run (`SqlAnalysisOk.userFunctions`, by name), the set of functions (pg_proc by `proname`, not
+ * procedures) or operators (pg_operator by `oprname`) of that name in every schema but
+ * `pg_catalog`, `information_schema` and the temporary and toast schemas (where the scan does not
+ * look, and nobody but a superuser creates or PostgreSQL never searches for functions and
+ * operators) must be exactly the scanned set, row versions included (`oid:xmin`, catalog.ts
+ * ROUTINE_VERSION_SQL; `operatorCode`'s version). So a function or operator created, renamed (ALTER
+ * … RENAME TO), moved (SET SCHEMA), replaced (`CREATE OR REPLACE`), altered (`SECURITY DEFINER`,
+ * `SET search_path`, `OWNER TO`, …) or dropped and created again trips it, wherever it sits on the
+ * reader's path: a candidate that wins resolution by an exact argument-type match over a built-in
+ * reached by coercion (`public.lower(varchar)`, `public.=(varchar, varchar)`), or one in a schema
+ * earlier on the path that hides the scanned one, is never run unchecked.
  *
  * It runs in the statement's own round trip and implicit transaction, right before it: no extra
- * round trip, and a statement without user functions carries no guard at all. It returns no rows
- * when every name's versions match, and raises 22012 (read.ts GUARD_SQLSTATE) at the first that does
- * not, so the statement is never executed then; the read resolves with `functionsChanged`. The
- * division runs only for a mismatch (the CASE) and on a value the planner cannot fold.
+ * round trip, and a statement that looks up no function or operator name carries no guard at all.
+ * It returns no rows when every name's versions match, and raises 22012 (read.ts GUARD_SQLSTATE) at
+ * the first that does not, so the statement is never executed then; the read resolves with
+ * `functionsChanged` (the pipeline answers `catalog_stale` and the gateway rescans). The division
+ * runs only for a mismatch (the CASE) and on a value the planner cannot fold. Each name is one
+ * index probe (pg_proc_proname_args_nsp_index, pg_operator_oprname_l_r_n_index).
  *
  * What it cannot see: a definition committed between the guard's snapshot and the moment the
- * statement first calls the function (the same round trip; READ COMMITTED takes a snapshot per
- * statement, and PostgreSQL resolves a function's body from the latest committed catalogue).
+ * statement first resolves the name (the same round trip; READ COMMITTED takes a snapshot per
+ * statement, and PostgreSQL resolves from the latest committed catalogue); names looked up inside a
+ * LANGUAGE sql function's string body when it runs (its own functions are checked by name, the
+ * names its body resolves are not).
  */
 import type { SourceCatalog } from '../../sql/catalog-types';
 import type { ReadGuard } from './portal-read';
@@ -24,45 +38,53 @@ import type { ReadGuard } from './portal-read';
 const texts: Array<string | undefined> = new Array(32).fill(undefined);
 
 /**
- * The guard's SQL for `count` names: parameters `$3i+1` schema, `$3i+2` name, `$3i+3` the expected
- * versions (`oid:xmin` of every overload that is not a procedure, ordered by oid, joined by `,`;
- * empty when none existed).
+ * The guard's SQL for `count` names: parameters `$3i+1` the kind (`f` function, `o` operator),
+ * `$3i+2` the name, `$3i+3` the expected versions (`oid:xmin` of every function that is not a
+ * procedure, or every operator, of that name outside the schemas named above, ordered by oid,
+ * joined by `,`; empty when none existed).
  */
 export function functionGuardSql(count: number): string {
   const hit = texts[count];
   if (hit !== undefined) return hit;
-  const rows = Array.from({ length: count }, (_, i) => `($${3 * i + 1}::text, $${3 * i + 2}::text, $${3 * i + 3}::text)`).join(', ');
+  const rows = Array.from({ length: count }, (_, i) => `($${3 * i + 1}::text, $${3 * i + 2}::name, $${3 * i + 3}::text)`).join(', ');
   const text = `
 SELECT 1
-FROM (VALUES ${rows}) AS u(s, n, v)
+FROM (VALUES ${rows}) AS u(k, n, v)
 CROSS JOIN LATERAL (
-  SELECT coalesce(pg_catalog.string_agg(p.oid::text || ':' || p.xmin::text, ',' ORDER BY p.oid), '') AS have, pg_catalog.count(*) AS k
-  FROM pg_catalog.pg_proc p
-  JOIN pg_catalog.pg_namespace ns ON ns.oid = p.pronamespace
-  WHERE ns.nspname = u.s AND p.proname = u.n AND p.prokind <> 'p') x
+  SELECT coalesce(pg_catalog.string_agg(c.id, ',' ORDER BY c.o), '') AS have, pg_catalog.count(*) AS k
+  FROM (
+    SELECT p.oid AS o, p.oid::text || ':' || p.xmin::text AS id
+    FROM pg_catalog.pg_proc p
+    JOIN pg_catalog.pg_namespace ns ON ns.oid = p.pronamespace
+    WHERE u.k = 'f' AND p.proname = u.n AND p.prokind <> 'p' AND ns.nspname NOT IN ('pg_catalog', 'information_schema')
+      AND ns.nspname NOT LIKE 'pg\\_toast%' AND ns.nspname NOT LIKE 'pg\\_temp\\_%'
+    UNION ALL
+    SELECT o.oid, o.oid::text || ':' || o.xmin::text
+    FROM pg_catalog.pg_operator o
+    JOIN pg_catalog.pg_namespace ns ON ns.oid = o.oprnamespace
+    WHERE u.k = 'o' AND o.oprname = u.n AND ns.nspname NOT IN ('pg_catalog', 'information_schema')
+      AND ns.nspname NOT LIKE 'pg\\_temp\\_%') c) x
 WHERE CASE WHEN x.have <> u.v THEN 1 / (x.k * 0) = 1 ELSE false END
 `;
   if (count < texts.length) texts[count] = text;
   return text;
 }
 
-/** Expected versions per catalogue: `schema\0name` → versions text (see functionGuardSql). */
-const expected = new WeakMap<SourceCatalog, Map<string, string>>();
+/** Expected versions per catalogue and kind: name → versions text (see functionGuardSql). */
+const expected = new WeakMap<SourceCatalog, { f: Map<string, string>; o: Map<string, string> }>();
 
-/** A value no server answer equals: the snapshot has no version for an overload (scanned before hf5). */
+/** A value no server answer equals: the snapshot has no version for one of the name's rows (scanned before hf5/hg1). */
 const UNKNOWN = '?';
 
-function versionsOf(catalog: SourceCatalog): Map<string, string> {
-  let m = expected.get(catalog);
-  if (m) return m;
+/** `name` → the sorted versions text of `rows` ([name, version]); UNKNOWN for a name with a row lacking a version. */
+function byName(rows: Iterable<readonly [string, string | undefined]>): Map<string, string> {
   const lists = new Map<string, Array<string | undefined>>();
-  for (const r of catalog.routines ?? []) {
-    const k = r.schema + '\u0000' + r.name;
-    const list = lists.get(k) ?? [];
-    list.push(r.version);
-    lists.set(k, list);
+  for (const [name, version] of rows) {
+    const list = lists.get(name) ?? [];
+    list.push(version);
+    lists.set(name, list);
   }
-  m = new Map();
+  const m = new Map<string, string>();
   for (const [k, list] of lists) {
     if (list.some((v) => typeof v !== 'string' || !/^[0-9]+:[0-9]+$/.test(v))) {
       m.set(k, UNKNOWN);
@@ -71,31 +93,53 @@ function versionsOf(catalog: SourceCatalog): Map<string, string> {
     const sorted = (list as string[]).map((v) => [Number(v.slice(0, v.indexOf(':'))), v] as const).sort((a, b) => a[0] - b[0]);
     m.set(k, sorted.map((x) => x[1]).join(','));
   }
+  return m;
+}
+
+function versionsOf(catalog: SourceCatalog): { f: Map<string, string>; o: Map<string, string> } {
+  let m = expected.get(catalog);
+  if (m) return m;
+  m = {
+    f: byName((catalog.routines ?? []).map((r) => [r.name, r.version] as const)),
+    o: byName((catalog.operatorCode ?? []).map((r) => [r[1], r[6]] as const)),
+  };
   expected.set(catalog, m);
   return m;
 }
 
-/** Guards made per functions array (the analysis cache hands the same array for a repeated statement). */
+/** What a guard is made from: the analysis's `userFunctions` and `resolvedNames` (SqlAnalysisOk). */
+export interface GuardedNames {
+  userFunctions?: ReadonlyArray<{ schema: string; name: string }>;
+  resolvedNames?: { functions: ReadonlyArray<string>; operators: ReadonlyArray<string> };
+}
+
+/** Guards made per analysis (the analysis cache hands the same object for a repeated statement). */
 const guards = new WeakMap<object, WeakMap<SourceCatalog, ReadGuard>>();
 
 /**
- * The function guard for the user functions `fns` (schema and name, every overload counting) of a
- * statement analysed against `catalog`, or null when `fns` is empty (no guard, nothing sent). A
- * catalogue without routine versions (scanned before this check existed, or without `routines`)
- * expects a value the server never answers: the guard trips and the source is rescanned, so such a
- * snapshot is never trusted for a statement running user functions. Memoised per array and catalogue; frozen.
+ * The function guard for a statement analysed against `catalog` (`names`: its analysis), or null
+ * when it looks up no function or operator name and runs no user function (no guard, nothing
+ * sent). Function names are those of `resolvedNames.functions` and of `userFunctions`; operator
+ * names those of `resolvedNames.operators`. A catalogue without routine or operator versions
+ * (scanned before this check existed, or without `routines`/`operatorCode`) expects a value the
+ * server never answers for the names concerned: the guard trips and the source is rescanned, so
+ * such a snapshot is never trusted. Memoised per analysis and catalogue; frozen.
  */
-export function functionGuard(catalog: SourceCatalog, fns: ReadonlyArray<{ schema: string; name: string }> | undefined): ReadGuard | null {
-  if (!fns || fns.length === 0) return null;
-  let byCat = guards.get(fns);
-  if (!byCat) guards.set(fns, (byCat = new WeakMap()));
+export function functionGuard(catalog: SourceCatalog, names: GuardedNames | undefined): ReadGuard | null {
+  if (!names) return null;
+  const fnNames = new Set<string>(names.resolvedNames?.functions ?? []);
+  for (const f of names.userFunctions ?? []) fnNames.add(f.name);
+  const opNames = names.resolvedNames?.operators ?? [];
+  if (fnNames.size === 0 && opNames.length === 0) return null;
+  let byCat = guards.get(names);
+  if (!byCat) guards.set(names, (byCat = new WeakMap()));
   const hit = byCat.get(catalog);
   if (hit) return hit;
   const versions = versionsOf(catalog);
-  const known = catalog.routines !== undefined;
   const values: string[] = [];
-  for (const f of fns) values.push(f.schema, f.name, known ? (versions.get(f.schema + '\u0000' + f.name) ?? '') : UNKNOWN);
-  const g: ReadGuard = Object.freeze({ text: functionGuardSql(fns.length), values: Object.freeze(values) as string[] });
+  for (const n of [...fnNames].sort()) values.push('f', n, catalog.routines ? (versions.f.get(n) ?? '') : UNKNOWN);
+  for (const n of opNames) values.push('o', n, catalog.operatorCode ? (versions.o.get(n) ?? '') : UNKNOWN);
+  const g: ReadGuard = Object.freeze({ text: functionGuardSql(values.length / 3), values: Object.freeze(values) as string[] });
   byCat.set(catalog, g);
   return g;
 }

@@ -34,14 +34,14 @@ const scan = (): Promise<SourceCatalog> => c.withReader((client) => scanCatalog(
 
 /** The read's outcome under the function guard of `fns` against `cat`: the rows, or 'changed'. */
 async function guarded(cat: SourceCatalog, sql = 'SELECT fg(21) AS n', fns = FN): Promise<unknown> {
-  const r = await c.read(sql, [], { ...BIG, functionGuard: c.functionGuard(cat, fns)! });
+  const r = await c.read(sql, [], { ...BIG, functionGuard: c.functionGuard(cat, { userFunctions: fns })! });
   return r.functionsChanged ? { changed: true, rows: r.rowsArray, fields: r.fields } : r.rowsArray;
 }
 
 test('the scan records each overload version; no user function means no guard', async () => {
   const cat = await scan();
   expect(cat.routines?.find((r) => r.name === 'fg')?.version).toMatch(/^[0-9]+:[0-9]+$/);
-  expect(c.functionGuard(cat, [])).toBeNull();
+  expect(c.functionGuard(cat, { userFunctions: [] })).toBeNull();
   expect(c.functionGuard(cat, undefined)).toBeNull();
 });
 
@@ -86,7 +86,7 @@ test('a snapshot without versions (scanned before hf5) always trips it', async (
 
 test('beside the hierarchy guard: each trips on its own, and the function guard is told apart', async () => {
   const cat = await scan();
-  const both = { ...BIG, functionGuard: c.functionGuard(cat, FN)!, guard: standaloneGuard([{ schema: 'public', name: 'flat' }]) };
+  const both = { ...BIG, functionGuard: c.functionGuard(cat, { userFunctions: FN })!, guard: standaloneGuard([{ schema: 'public', name: 'flat' }]) };
   expect((await c.read('SELECT fg(id) AS n FROM flat ORDER BY id', [], both)).rowsArray).toEqual([[2], [4]]);
   await src.admin.query('ALTER FUNCTION fg(int) COST 7');
   const r = await c.read('SELECT fg(id) AS n FROM flat ORDER BY id', [], both);
