@@ -23,7 +23,9 @@
  * the first that does not, so the statement is never executed then; the read resolves with
  * `functionsChanged` (the pipeline answers `catalog_stale` and the gateway rescans). The division
  * runs only for a mismatch (the CASE) and on a value the planner cannot fold. Each name is one
- * index probe (pg_proc_proname_args_nsp_index, pg_operator_oprname_l_r_n_index).
+ * probe of pg_proc_proname_args_nsp_index or pg_operator_oprname_l_r_n_index, whose last column is
+ * the namespace: while every row of the name is in pg_catalog it reads no heap row (an index-only
+ * scan on an all-visible catalogue), and only a name with rows elsewhere has their versions read.
  *
  * What it cannot see: a definition committed between the guard's snapshot and the moment the
  * statement first resolves the name (the same round trip; READ COMMITTED takes a snapshot per
@@ -34,39 +36,52 @@
 import type { SourceCatalog } from '../../sql/catalog-types';
 import type { ReadGuard } from './portal-read';
 
-/** The guard texts for 0–31 names, made on first use (one text object per count). */
-const texts: Array<string | undefined> = new Array(32).fill(undefined);
+/** The guard texts per count of function and of operator names, made on first use (`f:o` → text; small counts only). */
+const texts = new Map<string, string>();
 
 /**
- * The guard's SQL for `count` names: parameters `$3i+1` the kind (`f` function, `o` operator),
- * `$3i+2` the name, `$3i+3` the expected versions (`oid:xmin` of every function that is not a
- * procedure, or every operator, of that name outside the schemas named above, ordered by oid,
- * joined by `,`; empty when none existed).
+ * One kind's half of the guard: for each name, a probe of the name's index that reads no heap row
+ * when every row of that name is in `pg_catalog` (the common case: an index-only scan of
+ * `(name, …, namespace)`), and only otherwise the versions of the rows outside the excluded schemas.
  */
-export function functionGuardSql(count: number): string {
-  const hit = texts[count];
-  if (hit !== undefined) return hit;
-  const rows = Array.from({ length: count }, (_, i) => `($${3 * i + 1}::text, $${3 * i + 2}::name, $${3 * i + 3}::text)`).join(', ');
-  const text = `
+function half(count: number, first: number, kind: 'f' | 'o'): string {
+  const [table, alias, nameCol, nsCol, own, schemas] =
+    kind === 'f'
+      ? ['pg_proc', 'p', 'proname', 'pronamespace', ` AND p.prokind <> 'p'`, ` AND ns.nspname NOT LIKE 'pg\\_toast%'`]
+      : ['pg_operator', 'o', 'oprname', 'oprnamespace', '', ''];
+  const rows = Array.from({ length: count }, (_, i) => `($${first + 2 * i}::name, $${first + 2 * i + 1}::text)`).join(', ');
+  return `
 SELECT 1
-FROM (VALUES ${rows}) AS u(k, n, v)
+FROM (VALUES ${rows}) AS u(n, v)
 CROSS JOIN LATERAL (
-  SELECT coalesce(pg_catalog.string_agg(c.id, ',' ORDER BY c.o), '') AS have, pg_catalog.count(*) AS k
-  FROM (
-    SELECT p.oid AS o, p.oid::text || ':' || p.xmin::text AS id
-    FROM pg_catalog.pg_proc p
-    JOIN pg_catalog.pg_namespace ns ON ns.oid = p.pronamespace
-    WHERE u.k = 'f' AND p.proname = u.n AND p.prokind <> 'p' AND ns.nspname NOT IN ('pg_catalog', 'information_schema')
-      AND ns.nspname NOT LIKE 'pg\\_toast%' AND ns.nspname NOT LIKE 'pg\\_temp\\_%'
-    UNION ALL
-    SELECT o.oid, o.oid::text || ':' || o.xmin::text
-    FROM pg_catalog.pg_operator o
-    JOIN pg_catalog.pg_namespace ns ON ns.oid = o.oprnamespace
-    WHERE u.k = 'o' AND o.oprname = u.n AND ns.nspname NOT IN ('pg_catalog', 'information_schema')
-      AND ns.nspname NOT LIKE 'pg\\_temp\\_%') c) x
-WHERE CASE WHEN x.have <> u.v THEN 1 / (x.k * 0) = 1 ELSE false END
-`;
-  if (count < texts.length) texts[count] = text;
+  SELECT CASE WHEN NOT EXISTS (
+      SELECT 1 FROM pg_catalog.${table} z WHERE z.${nameCol} = u.n AND z.${nsCol} <> 'pg_catalog'::regnamespace) THEN ''
+    ELSE (
+      SELECT coalesce(pg_catalog.string_agg(${alias}.oid::text || ':' || ${alias}.xmin::text, ',' ORDER BY ${alias}.oid), '')
+      FROM pg_catalog.${table} ${alias}
+      JOIN pg_catalog.pg_namespace ns ON ns.oid = ${alias}.${nsCol}
+      WHERE ${alias}.${nameCol} = u.n AND ${alias}.${nsCol} <> 'pg_catalog'::regnamespace${own}
+        AND ns.nspname <> 'information_schema' AND ns.nspname NOT LIKE 'pg\\_temp\\_%'${schemas}) END AS have OFFSET 0) x
+WHERE CASE WHEN x.have <> u.v THEN 1 / (pg_catalog.length(x.have) * 0) = 1 ELSE false END`;
+}
+
+/**
+ * The guard's SQL for `functions` function names and `operators` operator names: parameters, for
+ * the functions first and then the operators, `$2i+1` the name and `$2i+2` the expected versions
+ * (`oid:xmin` of every function that is not a procedure, or every operator, of that name outside
+ * `pg_catalog`, `information_schema` and the temporary (and, for functions, toast) schemas, ordered
+ * by oid, joined by `,`; empty when none existed). No rows when all match; 22012 at the first that
+ * does not.
+ */
+export function functionGuardSql(functions: number, operators: number): string {
+  const key = functions + ':' + operators;
+  const hit = texts.get(key);
+  if (hit !== undefined) return hit;
+  const parts: string[] = [];
+  if (functions > 0) parts.push(half(functions, 1, 'f'));
+  if (operators > 0) parts.push(half(operators, 2 * functions + 1, 'o'));
+  const text = parts.join('\nUNION ALL') + '\n';
+  if (functions < 32 && operators < 32) texts.set(key, text);
   return text;
 }
 
@@ -137,9 +152,9 @@ export function functionGuard(catalog: SourceCatalog, names: GuardedNames | unde
   if (hit) return hit;
   const versions = versionsOf(catalog);
   const values: string[] = [];
-  for (const n of [...fnNames].sort()) values.push('f', n, catalog.routines ? (versions.f.get(n) ?? '') : UNKNOWN);
-  for (const n of opNames) values.push('o', n, catalog.operatorCode ? (versions.o.get(n) ?? '') : UNKNOWN);
-  const g: ReadGuard = Object.freeze({ text: functionGuardSql(values.length / 3), values: Object.freeze(values) as string[] });
+  for (const n of [...fnNames].sort()) values.push(n, catalog.routines ? (versions.f.get(n) ?? '') : UNKNOWN);
+  for (const n of opNames) values.push(n, catalog.operatorCode ? (versions.o.get(n) ?? '') : UNKNOWN);
+  const g: ReadGuard = Object.freeze({ text: functionGuardSql(fnNames.size, opNames.length), values: Object.freeze(values) as string[] });
   byCat.set(catalog, g);
   return g;
 }
