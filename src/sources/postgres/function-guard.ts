@@ -23,9 +23,10 @@
  * the first that does not, so the statement is never executed then; the read resolves with
  * `functionsChanged` (the pipeline answers `catalog_stale` and the gateway rescans). The division
  * runs only for a mismatch (the CASE) and on a value the planner cannot fold. Each name is one
- * probe of pg_proc_proname_args_nsp_index or pg_operator_oprname_l_r_n_index, whose last column is
- * the namespace: while every row of the name is in pg_catalog it reads no heap row (an index-only
- * scan on an all-visible catalogue), and only a name with rows elsewhere has their versions read.
+ * probe of pg_proc_proname_args_nsp_index or pg_operator_oprname_l_r_n_index; a name the scan saw
+ * no row of is only probed for one (for an operator without reading a heap row while every row of
+ * the name is in pg_catalog: the index's last column is the namespace), and only a name with rows
+ * outside has their versions read and compared. Schemas are told by oid (no join).
  *
  * What it cannot see: a definition committed between the guard's snapshot and the moment the
  * statement first resolves the name (the same round trip; READ COMMITTED takes a snapshot per
@@ -36,52 +37,79 @@
 import type { SourceCatalog } from '../../sql/catalog-types';
 import type { ReadGuard } from './portal-read';
 
-/** The guard texts per count of function and of operator names, made on first use (`f:o` → text; small counts only). */
+/** The guard texts per shape (GuardShape as `a:b:c:d`), made on first use (at most 512 kept). */
 const texts = new Map<string, string>();
 
+/** The rows of a name the scan records and the guard compares (`x` the alias): outside `pg_catalog`, `information_schema`, toast (functions) and temporary schemas; no procedures. By namespace oid, so no join. */
+function outside(kind: 'f' | 'o', x: string): string {
+  const ns = `${x}.${kind === 'f' ? 'pronamespace' : 'oprnamespace'}`;
+  return (
+    `${ns} <> 'pg_catalog'::regnamespace AND ${ns} IS DISTINCT FROM pg_catalog.to_regnamespace('information_schema')` +
+    ` AND NOT pg_catalog.pg_is_other_temp_schema(${ns}) AND ${ns} <> pg_catalog.pg_my_temp_schema()` +
+    (kind === 'f' ? ` AND ${ns} <> 'pg_toast'::regnamespace AND ${x}.prokind <> 'p'` : '')
+  );
+}
+
 /**
- * One kind's half of the guard: for each name, a probe of the name's index that reads no heap row
- * when every row of that name is in `pg_catalog` (the common case: an index-only scan of
- * `(name, …, namespace)`), and only otherwise the versions of the rows outside the excluded schemas.
+ * One part of the guard, for `count` names of one kind from parameter `$first` on. `absent` (the
+ * scan saw no row of those names; parameter: the name): one probe of the name's index, which for
+ * an operator reads no heap row while every row of the name is in `pg_catalog` (index-only on
+ * `(oprname, …, oprnamespace)`), raising when a row exists. Otherwise (parameters: the name and the
+ * expected versions): the versions of the name's rows, raising when they differ.
  */
-function half(count: number, first: number, kind: 'f' | 'o'): string {
-  const [table, alias, nameCol, nsCol, own, schemas] =
-    kind === 'f'
-      ? ['pg_proc', 'p', 'proname', 'pronamespace', ` AND p.prokind <> 'p'`, ` AND ns.nspname NOT LIKE 'pg\\_toast%'`]
-      : ['pg_operator', 'o', 'oprname', 'oprnamespace', '', ''];
+function part(kind: 'f' | 'o', absent: boolean, count: number, first: number): string {
+  const [table, nameCol, nsCol] = kind === 'f' ? ['pg_proc', 'proname', 'pronamespace'] : ['pg_operator', 'oprname', 'oprnamespace'];
+  if (absent) {
+    const rows = Array.from({ length: count }, (_, i) => `($${first + i}::name)`).join(', ');
+    return `
+SELECT 1
+FROM (VALUES ${rows}) AS u(n)
+CROSS JOIN LATERAL (SELECT z.${nsCol} AS ns FROM pg_catalog.${table} z WHERE z.${nameCol} = u.n AND ${outside(kind, 'z')} LIMIT 1) x
+WHERE 1 / (x.ns::int8 * 0) = 1`;
+  }
   const rows = Array.from({ length: count }, (_, i) => `($${first + 2 * i}::name, $${first + 2 * i + 1}::text)`).join(', ');
   return `
 SELECT 1
 FROM (VALUES ${rows}) AS u(n, v)
 CROSS JOIN LATERAL (
-  SELECT CASE WHEN NOT EXISTS (
-      SELECT 1 FROM pg_catalog.${table} z WHERE z.${nameCol} = u.n AND z.${nsCol} <> 'pg_catalog'::regnamespace) THEN ''
-    ELSE (
-      SELECT coalesce(pg_catalog.string_agg(${alias}.oid::text || ':' || ${alias}.xmin::text, ',' ORDER BY ${alias}.oid), '')
-      FROM pg_catalog.${table} ${alias}
-      JOIN pg_catalog.pg_namespace ns ON ns.oid = ${alias}.${nsCol}
-      WHERE ${alias}.${nameCol} = u.n AND ${alias}.${nsCol} <> 'pg_catalog'::regnamespace${own}
-        AND ns.nspname <> 'information_schema' AND ns.nspname NOT LIKE 'pg\\_temp\\_%'${schemas}) END AS have OFFSET 0) x
-WHERE CASE WHEN x.have <> u.v THEN 1 / (pg_catalog.length(x.have) * 0) = 1 ELSE false END`;
+  SELECT coalesce(pg_catalog.string_agg(z.oid::text || ':' || z.xmin::text, ',' ORDER BY z.oid), '') AS have, pg_catalog.count(*) AS k
+  FROM pg_catalog.${table} z WHERE z.${nameCol} = u.n AND ${outside(kind, 'z')}) x
+WHERE CASE WHEN x.have <> u.v THEN 1 / (x.k * 0) = 1 ELSE false END`;
+}
+
+/** How many names of each group a guard checks: functions and operators, each absent at the scan or present. */
+export interface GuardShape {
+  fAbsent: number;
+  fPresent: number;
+  oAbsent: number;
+  oPresent: number;
 }
 
 /**
- * The guard's SQL for `functions` function names and `operators` operator names: parameters, for
- * the functions first and then the operators, `$2i+1` the name and `$2i+2` the expected versions
- * (`oid:xmin` of every function that is not a procedure, or every operator, of that name outside
- * `pg_catalog`, `information_schema` and the temporary (and, for functions, toast) schemas, ordered
- * by oid, joined by `,`; empty when none existed). No rows when all match; 22012 at the first that
- * does not.
+ * The guard's SQL for a `shape`. Parameters, group by group in the order fAbsent, fPresent,
+ * oAbsent, oPresent: for a name the scan saw no row of, the name; otherwise the name and the
+ * expected versions (`oid:xmin` of every function that is not a procedure, or every operator, of
+ * that name outside `pg_catalog`, `information_schema`, the temporary and (functions) toast
+ * schemas, ordered by oid, joined by `,`). No rows when all match; 22012 at the first that does not.
  */
-export function functionGuardSql(functions: number, operators: number): string {
-  const key = functions + ':' + operators;
+export function functionGuardSql(shape: GuardShape): string {
+  const key = `${shape.fAbsent}:${shape.fPresent}:${shape.oAbsent}:${shape.oPresent}`;
   const hit = texts.get(key);
   if (hit !== undefined) return hit;
   const parts: string[] = [];
-  if (functions > 0) parts.push(half(functions, 1, 'f'));
-  if (operators > 0) parts.push(half(operators, 2 * functions + 1, 'o'));
+  let next = 1;
+  for (const [kind, absent, count] of [
+    ['f', true, shape.fAbsent],
+    ['f', false, shape.fPresent],
+    ['o', true, shape.oAbsent],
+    ['o', false, shape.oPresent],
+  ] as const) {
+    if (count === 0) continue;
+    parts.push(part(kind, absent, count, next));
+    next += absent ? count : 2 * count;
+  }
   const text = parts.join('\nUNION ALL') + '\n';
-  if (functions < 32 && operators < 32) texts.set(key, text);
+  if (texts.size < 512) texts.set(key, text);
   return text;
 }
 
@@ -151,10 +179,19 @@ export function functionGuard(catalog: SourceCatalog, names: GuardedNames | unde
   const hit = byCat.get(catalog);
   if (hit) return hit;
   const versions = versionsOf(catalog);
-  const values: string[] = [];
-  for (const n of [...fnNames].sort()) values.push(n, catalog.routines ? (versions.f.get(n) ?? '') : UNKNOWN);
-  for (const n of opNames) values.push(n, catalog.operatorCode ? (versions.o.get(n) ?? '') : UNKNOWN);
-  const g: ReadGuard = Object.freeze({ text: functionGuardSql(fnNames.size, opNames.length), values: Object.freeze(values) as string[] });
+  const groups: string[][] = [[], [], [], []];
+  for (const n of [...fnNames].sort()) {
+    const v = catalog.routines ? (versions.f.get(n) ?? '') : UNKNOWN;
+    if (v === '') groups[0].push(n);
+    else groups[1].push(n, v);
+  }
+  for (const n of opNames) {
+    const v = catalog.operatorCode ? (versions.o.get(n) ?? '') : UNKNOWN;
+    if (v === '') groups[2].push(n);
+    else groups[3].push(n, v);
+  }
+  const shape: GuardShape = { fAbsent: groups[0].length, fPresent: groups[1].length / 2, oAbsent: groups[2].length, oPresent: groups[3].length / 2 };
+  const g: ReadGuard = Object.freeze({ text: functionGuardSql(shape), values: Object.freeze(groups.flat()) as string[] });
   byCat.set(catalog, g);
   return g;
 }
