@@ -216,8 +216,8 @@ export async function startGovernedGateway(opts: GovernedGatewayOptions): Promis
         store.markCatalogStale(f.sourceId);
         logger.warn({ source_id: f.sourceId, relation: f.object, sqlstate: '42P01', request_id: f.requestId, ...(repeated ? { repeated_since_last: repeated } : {}) }, `a relation the scanned catalogue holds is gone from the source (undefined_table): the catalogue is stale; run interlock source scan ${f.sourceId}; agents reading it are told statement_failed (42P01)`);
       },
-      // A user function a statement runs changed on the source since the scan, or the snapshot predates
-      // the type facts (task hf5): the agent is told catalog_stale and the source rescanned now; one
+      // A function or operator a statement may resolve changed on the source since the scan, or the
+      // snapshot predates the type facts (tasks hf5, hg1): the agent is told catalog_stale and the source rescanned now; one
       // line per source and reason a minute.
       onCatalogStale: (f) => {
         rescanStale(f.sourceId);
@@ -226,7 +226,7 @@ export async function startGovernedGateway(opts: GovernedGatewayOptions): Promis
         logger.warn({ source_id: f.sourceId, reason: f.reason, request_id: f.requestId, ...(repeated ? { repeated_since_last: repeated } : {}) }, f.reason === 'columns_changed' || f.reason === 'catalog_changed'
           ? 'a relation whose whole rows a governed read uses has other columns than its catalogue scan recorded (or one of its user functions changed): the read was refused catalog_stale and the source is being rescanned'
           : f.reason === 'functions_changed'
-          ? 'a user function a governed read runs was created, replaced, altered or dropped on the source since its catalogue was scanned (or the snapshot predates function versions): the read was refused catalog_stale and the source is being rescanned'
+          ? 'a function or operator of a name a governed read looks up (or a user function it runs) was created, renamed, moved, replaced, altered or dropped on the source since its catalogue was scanned (or the snapshot predates their versions): the read was refused catalog_stale and the source is being rescanned'
           : 'the source\'s catalogue snapshot predates the facts on code attached to types: statements are refused catalog_stale and the source is being rescanned');
       },
     }),

@@ -35,13 +35,18 @@ export interface QueryConnector {
   read(sql: string, params: unknown[], opts: { maxRows: number; maxBytes: number; signal?: AbortSignal; identityId?: string; settings?: ReadonlyArray<readonly [string, string]>; guard?: { text: string; values: string[] }; functionGuard?: { text: string; values: string[] }; searchPath?: readonly string[] }): Promise<ReadRows>;
   /**
    * A guard for `read` that proves, in the read's own round trip and right before the statement,
-   * that the user functions `fns` (each name with all its overloads) are still the ones `catalog`
-   * recorded (task hf5, src/sources/postgres/function-guard.ts); when one is not, the statement is
-   * not run and the read resolves with `functionsChanged`. `rowShapes` (task hrt42,
-   * `SqlAnalysisOk.rowShapes`): the same guard also proves those relations' columns are the scanned
-   * ones (src/sources/postgres/shape-guard.ts). Null for neither (nothing sent).
+   * that the functions and operators of every name the analysis `names` looks up (`resolvedNames`),
+   * and of every user function it runs (`userFunctions`), are still exactly the ones `catalog`
+   * recorded in every schema but pg_catalog (tasks hf5, hg1; src/sources/postgres/function-guard.ts);
+   * when they are not, the statement is not run and the read resolves with `functionsChanged`.
+   * `rowShapes` (task hrt42, `SqlAnalysisOk.rowShapes`): the same guard also proves those relations'
+   * columns are the scanned ones (src/sources/postgres/shape-guard.ts). Null for none (nothing sent).
    */
-  functionGuard?(catalog: SourceCatalog, fns: ReadonlyArray<{ schema: string; name: string }> | undefined, rowShapes?: ReadonlyArray<{ schema: string; name: string }>): { text: string; values: string[] } | null;
+  functionGuard?(
+    catalog: SourceCatalog,
+    names: { userFunctions?: ReadonlyArray<{ schema: string; name: string }>; resolvedNames?: { functions: ReadonlyArray<string>; operators: ReadonlyArray<string> } } | undefined,
+    rowShapes?: ReadonlyArray<{ schema: string; name: string }>,
+  ): { text: string; values: string[] } | null;
   /**
    * A guard for `read` that proves, in the read's own round trip, that `relations` still stand alone
    * (no partition or inheritance parent or child); when it cannot, the statement is not run and

@@ -281,11 +281,12 @@ function pipeline(deps: QueryPipelineDeps, now: () => Date, analyses: AnalysisCa
     // row view the source lost was made again (once per call).
     if (rows.kind === 'ruled') audit.row_rules = rows.plan.applied;
     let remadeRowViews = false;
-    // The user functions it runs must still be the scanned ones (task hf5): checked in the read's own
-    // round trip, right before the statement; a statement without user functions sends nothing more.
-    // So must the columns of relations whose whole rows it uses (task hrt42, rt42 G2): a column added
-    // since the scan would ride in a whole-row value. Statements with neither send nothing more.
-    const fnGuard = analysis.userFunctions || analysis.rowShapes ? (connector.functionGuard?.(catalog, analysis.userFunctions, analysis.rowShapes) ?? null) : null;
+    // The functions and operators of every name it looks up, and the user functions it runs, must
+    // still be the scanned ones (tasks hf5, hg1), and so must the columns of relations whose whole
+    // rows it uses (task hrt42, rt42 G2: a column added since the scan would ride in a whole-row
+    // value): checked in the read's own round trip, right before the statement; a statement with
+    // none of these sends nothing more.
+    const fnGuard = analysis.userFunctions || analysis.resolvedNames || analysis.rowShapes ? (connector.functionGuard?.(catalog, analysis, analysis.rowShapes) ?? null) : null;
     for (;;) {
       const maxRows = Math.min(requested, sourceCap, restrictions.maxRows ?? Infinity);
       // Masked columns are masked in SQL, so their raw values never reach the gateway (mask-sql.ts).

@@ -268,6 +268,7 @@ export function analyzeSql(sql: string, catalog: SourceCatalog | PreparedCatalog
     ...(a.functionReads.size ? { functionReads: [...a.functionReads.values()] } : {}),
     ...(a.userFunctions.size ? { userFunctions: [...a.userFunctions.values()].sort((x, y) => (x.schema + '.' + x.name).localeCompare(y.schema + '.' + y.name)) } : {}),
     ...(a.rowShapes.size ? { rowShapes: [...a.rowShapes.values()].sort((x, y) => (x.schema + '.' + x.name).localeCompare(y.schema + '.' + y.name)) } : {}),
+    ...(a.functionNames.size || a.operatorNames.size ? { resolvedNames: { functions: [...a.functionNames].sort(), operators: [...a.operatorNames].sort() } } : {}),
     fingerprint: '',
     paramCount: a.maxParam,
   } as SqlAnalysisOk;

@@ -234,10 +234,13 @@ export interface SourceCatalog {
   routines?: CatalogRoutine[];
   /**
    * Operators outside `pg_catalog` with their implementing function: `[schema, name, oprleft,
-   * oprright, function schema, function name]` (the function null for a shell operator). Absent in
-   * older snapshots: a user operator's reads are then unknown (opaque).
+   * oprright, function schema, function name, version]` (the function null for a shell operator;
+   * `version` the pg_operator row's `oid:xmin` when scanned, task hg1: the read checks that the
+   * operators of every name it looks up are still these; absent in older snapshots, whose reads
+   * with an operator are then refused `catalog_stale` until a rescan). Absent in older snapshots: a
+   * user operator's reads are then unknown (opaque).
    */
-  operatorCode?: Array<[string, string, number, number, string | null, string | null]>;
+  operatorCode?: Array<[string, string, number, number, string | null, string | null, string?]>;
   /**
    * User code attached to types (task hcast; src/sql/type-code.ts): `[type oid, type schema, type
    * name, function schema, function name, always]`, one row per type and user function run by a

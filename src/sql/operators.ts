@@ -52,8 +52,12 @@ export type OperatorForm =
   /** `ORDER BY node USING op` (also in windows and aggregates). */
   | { kind: 'sort'; useOp: N[]; node: N };
 
-/** What `use` decided: a refusal (agent-facing text), or allowed (`cacheable` false when a non-built-in operator may run). */
-export type OperatorDecision = { refusal: string } | { refusal: null; cacheable: boolean; user: ReadonlyArray<UserOperator> };
+/**
+ * What `use` decided: a refusal (agent-facing text), or allowed (`cacheable` false when a non-built-in
+ * operator may run; `names`: every operator name the form makes PostgreSQL look up, implicit ones
+ * included (`=` of IN, CASE and USING; `>=`/`<=` of BETWEEN), but those qualified with `pg_catalog`).
+ */
+export type OperatorDecision = { refusal: string } | { refusal: null; cacheable: boolean; user: ReadonlyArray<UserOperator>; names: ReadonlyArray<string> };
 
 /** An operator outside `pg_catalog` a use may run (task hfn: its function's reads count), by schema, name and operand type oids (0 = none). */
 export interface UserOperator {
@@ -63,8 +67,8 @@ export interface UserOperator {
   right: number;
 }
 
-/** What a resolution collects: whether the statement stays cacheable, and the user operators that may run. */
-type Acc = { cacheable: boolean; user: UserOperator[] };
+/** What a resolution collects: whether the statement stays cacheable, the user operators that may run, and the names looked up. */
+type Acc = { cacheable: boolean; user: UserOperator[]; names: string[] };
 
 const BOOL = 16;
 const INT4 = 23;
@@ -205,9 +209,9 @@ export class OperatorResolver {
    * that cannot be proven safe, or `{ refusal: null, cacheable }`.
    */
   use(form: OperatorForm): OperatorDecision {
-    const acc: Acc = { cacheable: true, user: [] };
+    const acc: Acc = { cacheable: true, user: [], names: [] };
     const refusal = this.form(form, acc);
-    return refusal ? { refusal } : { refusal: null, cacheable: acc.cacheable, user: acc.user };
+    return refusal ? { refusal } : { refusal: null, cacheable: acc.cacheable, user: acc.user, names: acc.names };
   }
 
   private form(f: OperatorForm, acc: Acc): string | null {
@@ -321,12 +325,14 @@ export class OperatorResolver {
     const key = parts.join('\u0000') + '\u0001' + left + '\u0001' + right;
     let j = this.idx.judged.get(key);
     if (!j) {
-      const own: Acc = { cacheable: true, user: [] };
+      const own: Acc = { cacheable: true, user: [], names: [] };
       j = { ...this.resolve(parts, left, right, own), cacheable: own.cacheable, user: own.user };
       if (this.idx.judged.size < 10_000) this.idx.judged.set(key, j);
     }
     if (!j.cacheable) acc.cacheable = false;
     for (const u of j.user) acc.user.push(u);
+    // A name qualified with pg_catalog is looked up there only, where nobody but a superuser creates.
+    if (!(parts.length === 2 && parts[0] === 'pg_catalog')) acc.names.push(parts[parts.length - 1]);
     return j;
   }
 

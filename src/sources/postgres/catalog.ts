@@ -312,7 +312,8 @@ SELECT
      JOIN pg_catalog.pg_language l ON l.oid = p.prolang
      WHERE p.prokind <> 'p' AND n.nspname NOT IN ('pg_catalog', 'information_schema')
        AND n.nspname NOT LIKE 'pg\\_toast%' AND n.nspname NOT LIKE 'pg\\_temp\\_%') AS routines
-  ,(SELECT coalesce(json_agg(json_build_array(n.nspname, o.oprname, o.oprleft::int8, o.oprright::int8, fn.nspname, f.proname) ORDER BY o.oid), '[]'::json)
+  ,(SELECT coalesce(json_agg(json_build_array(n.nspname, o.oprname, o.oprleft::int8, o.oprright::int8, fn.nspname, f.proname,
+            o.oid::text || ':' || o.xmin::text) ORDER BY o.oid), '[]'::json)
      FROM pg_catalog.pg_operator o
      JOIN pg_catalog.pg_namespace n ON n.oid = o.oprnamespace
      LEFT JOIN pg_catalog.pg_proc f ON f.oid = o.oprcode
@@ -496,7 +497,7 @@ function isPool(client: pg.ClientBase | pg.Pool): client is pg.Pool {
  * - `routines`, `operatorCode`, `readerRole` (task hfn): every function outside `pg_catalog` and
  *   `information_schema`, one entry per overload, with its language, SECURITY DEFINER, `proconfig`,
  *   owner and body (`prosrc` of a LANGUAGE sql string body; `pg_depend` records of a SQL-standard
- *   body); the implementing function of every user operator; the scanning role's name (see
+ *   body); the implementing function and row version (`oid:xmin`, task hg1) of every user operator; the scanning role's name (see
  *   `CatalogRoutine`; src/sql/function-reads.ts decides what a call may read from them).
  * - `searchPath`: `current_schemas(false)` for the connection's role.
  * - `serverVersionNum`: `server_version_num` (e.g. 150004, 180004).

@@ -22,7 +22,7 @@ import { SourceError, classifyFailure, internalCause, localFailure, type Failure
 import { IdentitySlots } from './fair-share';
 import { SourcePools, type PoolStats } from './pools';
 import type { ReadGuard, ReadOptions, ReadResult } from './portal-read';
-import { functionGuard } from './function-guard';
+import { functionGuard, type GuardedNames } from './function-guard';
 import { withShapeGuard } from './shape-guard';
 import { runRead, type StatementContext } from './read';
 import { resolveSettings, tlsOptions, type PostgresSourceSettings, type Resolved } from './settings';
@@ -224,12 +224,13 @@ export class PostgresSourceConnector {
   }
 
   /**
-   * A read guard (ReadOptions.functionGuard, task hf5) that lets the read's statement run only while
-   * the user functions `fns` are the ones `catalog` recorded (function-guard.ts) and the relations
-   * `rowShapes` still have the scanned columns (shape-guard.ts, task hrt42); null for neither.
+   * A read guard (ReadOptions.functionGuard, tasks hf5, hg1) that lets the read's statement run only
+   * while the functions and operators of every name its analysis `names` (`userFunctions`,
+   * `resolvedNames`) looks up are the ones `catalog` recorded (function-guard.ts) and the relations
+   * `rowShapes` still have the scanned columns (shape-guard.ts, task hrt42); null for none.
    */
-  functionGuard(catalog: SourceCatalog, fns: ReadonlyArray<{ schema: string; name: string }> | undefined, rowShapes?: ReadonlyArray<{ schema: string; name: string }>): ReadGuard | null {
-    return withShapeGuard(catalog, functionGuard(catalog, fns), rowShapes);
+  functionGuard(catalog: SourceCatalog, names: GuardedNames | undefined, rowShapes?: ReadonlyArray<{ schema: string; name: string }>): ReadGuard | null {
+    return withShapeGuard(catalog, functionGuard(catalog, names), rowShapes);
   }
 
   /**

@@ -35,6 +35,7 @@ export function checkOperator(st: WalkState, nameList: N[] | undefined): void {
   if (!ops) return;
   const name = parts[parts.length - 1];
   const schema = parts.length === 2 ? parts[0] : undefined;
+  if (schema !== 'pg_catalog') st.operatorNames.add(name);
   const all = ops.get(name);
   let found = false;
   if (all) {
@@ -56,6 +57,7 @@ export function checkOperator(st: WalkState, nameList: N[] | undefined): void {
 export function operatorUse(st: WalkState, form: OperatorForm): void {
   const d = st.ops!.use(form);
   if (d.refusal !== null) throw new Refusal('function_not_allowed', d.refusal);
+  for (const n of d.names) st.operatorNames.add(n);
   // The resolver marks a use not cacheable exactly when an operator outside pg_catalog may run.
   if (!d.cacheable) {
     st.cacheable = false;

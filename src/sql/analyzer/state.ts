@@ -133,6 +133,9 @@ export interface WalkState {
   readonly userFunctions: Map<string, { schema: string; name: string }>;
   /** Relations whose whole row shape the statement depends on, keyed by `schema\u0000name` (see `SqlAnalysisOk.rowShapes`). */
   readonly rowShapes: Map<string, { schema: string; name: string }>;
+  /** Function and operator names PostgreSQL looks up for the statement (see `SqlAnalysisOk.resolvedNames`). */
+  readonly functionNames: Set<string>;
+  readonly operatorNames: Set<string>;
   readonly filter: Map<string, ColumnRef>;
   /** Columns whose values are used other than as a top-level passthrough output (see `SqlAnalysisOk.nonOutputUses`). */
   readonly nonOutput: Map<string, ColumnRef>;
@@ -182,6 +185,8 @@ export function newWalkState(cat: PreparedCatalog, budget: number, viewBody: boo
     functionReads: new Map(),
     userFunctions: new Map(),
     rowShapes: new Map(),
+    functionNames: new Set(),
+    operatorNames: new Set(),
     filter: new Map(),
     nonOutput: new Map(),
     countUses: new Map(),

@@ -1,16 +1,16 @@
 /**
  * Red team rt42b: today's merges (cc6dc96..325cc77), as a hostile agent beside the source's other
  * users. Findings:
- *  - G1 (high, open: test.failing): hf5's function guard lists only the user functions the analysis
+ *  - G1 (high, fixed by hg1; was test.failing): hf5's function guard lists only the user functions the analysis
  *    resolved, so a function CREATED after the scan that PostgreSQL's resolution prefers is never
  *    checked. `public.lower(varchar)` created after the scan wins over `pg_catalog.lower(text)` for a
  *    varchar argument (exact match, CVE-2018-1058 shape); the analysis saw the built-in, sent no guard,
  *    and the new body ran: the denied SSN was served. Same for a schema earlier on the reader's path
  *    (`"$user"`): `<reader>.twice(int)` hides the scanned `public.twice(int)`, whose version the guard
- *    checks and finds unchanged. Fix (not within the deadline): for each unqualified function or
- *    operator name, guard every non-built-in schema on the path (expected '' where none existed),
- *    which sends a guard for statements calling built-ins unqualified (bench 01 to re-measure) and
- *    changes the golden analyses.
+ *    checks and finds unchanged. Fixed (hg1): the guard checks, for every function and operator name
+ *    the statement looks up (built-ins and implicit operators included), that the non-pg_catalog
+ *    functions/operators of that name in any schema are exactly the scanned ones (oid:xmin), so a
+ *    created, renamed, moved or replaced candidate trips catalog_stale; operators and renames too.
  *  - W1 (medium, fixed): hnu42a counts a data-modifying CTE's changes with pg_stat_get_xact_tuples_*
  *    over relkind r/t/m; a foreign table's rows are counted by no local statistic (postgres_fdw writes
  *    on the remote), so `WITH x AS (INSERT INTO fsink SELECT … 40 rows RETURNING 1) SELECT 1`
@@ -73,6 +73,9 @@ describe('rt42b: function guard (hf5)', () => {
       CREATE TABLE names (n varchar);
       INSERT INTO names VALUES ('Ada');
       CREATE FUNCTION twice(int) RETURNS int LANGUAGE sql STABLE AS $$ SELECT $1 * 2 $$;
+      CREATE SCHEMA stash;
+      CREATE FUNCTION stash.twice(int) RETURNS int LANGUAGE sql STABLE AS $$ SELECT 0 $$;
+      CREATE FUNCTION sneaky(varchar) RETURNS text LANGUAGE sql STABLE AS $$ SELECT ssn FROM public.staff WHERE emp_id = 1 $$;
       -- The reader's "$user" schema exists (empty) at scan time: it is first on the reader's path.
       CREATE SCHEMA ${reader};
       GRANT USAGE ON SCHEMA ${reader} TO ${reader};
@@ -80,37 +83,72 @@ describe('rt42b: function guard (hf5)', () => {
     await governAsHrAnalyst(env, 'hr');
   }, 120_000);
   afterAll(async () => {
-    await admin?.query(`DROP FUNCTION IF EXISTS public.lower(varchar); DROP SCHEMA IF EXISTS ${reader} CASCADE`).catch(() => undefined);
+    await admin?.query(`DROP FUNCTION IF EXISTS public.lower(varchar); DROP SCHEMA IF EXISTS ${reader} CASCADE; DROP SCHEMA IF EXISTS stash CASCADE`).catch(() => undefined);
     await admin?.end();
     await env?.close();
   });
 
-  test.failing('G1 (high): a user function created after the scan that shadows a built-in for the argument type runs unguarded', async () => {
-    expect(await outcome('SELECT lower(n) AS l FROM names')).toEqual([{ l: 'ada' }]);
-    await admin.query("CREATE FUNCTION public.lower(varchar) RETURNS text LANGUAGE sql STABLE AS $$ SELECT ssn FROM public.staff WHERE emp_id = 1 $$");
+  /**
+   * The rows of `sql` once the source's catalogue is current again: a rescan an earlier test caused
+   * may still run, or may have recorded a state that test undid (then its analysis, not the guard,
+   * refuses: the source is scanned again here). The waits only stage it.
+   */
+  async function settled(sql: string): Promise<unknown> {
+    for (let i = 0; ; i++) {
+      const r = await outcome(sql);
+      if (i >= 50 || Array.isArray(r)) return r;
+      if (JSON.stringify(r) !== JSON.stringify({ code: STALE_CODE })) await scanSource(env.db, 'chinook');
+      await new Promise((res) => setTimeout(res, 100));
+    }
+  }
+
+  /** After `change` on the source, `sql` is refused catalog_stale and serves no SSN; `undo` runs in any case. */
+  async function staleAfter(change: string, sql: string, undo: string): Promise<void> {
+    await admin.query(change);
     try {
-      // Another text than the first call's (no result-cache hit).
-      const after = await outcome('SELECT lower(n) AS l2 FROM names');
+      const after = await outcome(sql);
       expect(JSON.stringify(after)).not.toContain('123-45-6789');
       expect(after).toEqual({ code: STALE_CODE });
     } finally {
-      await admin.query('DROP FUNCTION public.lower(varchar)');
+      await admin.query(undo);
+    }
+  }
+
+  test('G1 (high, fixed hg1): a user function created after the scan that shadows a built-in for the argument type trips the guard (catalog_stale), its body never run', async () => {
+    expect(await settled('SELECT lower(n) AS l FROM names')).toEqual([{ l: 'ada' }]);
+    // Another text than the first call's (no result-cache hit).
+    await staleAfter('CREATE FUNCTION public.lower(varchar) RETURNS text LANGUAGE sql STABLE AS $$ SELECT ssn FROM public.staff WHERE emp_id = 1 $$', 'SELECT lower(n) AS l2 FROM names', 'DROP FUNCTION public.lower(varchar)');
+  });
+
+  test('G1 (high, fixed hg1): a function created after the scan in a schema earlier on the path, hiding the scanned one, trips the guard', async () => {
+    expect(await settled('SELECT twice(2) AS t')).toEqual([{ t: 4 }]);
+    await staleAfter(`CREATE FUNCTION ${reader}.twice(int) RETURNS text LANGUAGE sql STABLE AS $$ SELECT ssn FROM public.staff WHERE emp_id = 1 $$`, 'SELECT twice(3) AS t2', `DROP FUNCTION ${reader}.twice(int)`);
+  });
+
+  test('G1 (hg1): an operator created after the scan that wins over the built-in for varchar operands (exact match) trips the guard', async () => {
+    expect(await settled("SELECT n AS m FROM names WHERE n = 'nobody'")).toEqual([]);
+    await admin.query(`CREATE FUNCTION public.leak_eq(varchar, varchar) RETURNS boolean LANGUAGE sql STABLE AS $$ SELECT EXISTS (SELECT 1 FROM public.staff WHERE ssn LIKE '123%') $$;
+      CREATE OPERATOR public.= (leftarg = varchar, rightarg = varchar, function = public.leak_eq)`);
+    try {
+      // Run, the new operator's body would answer true for every row (the row 'Ada' served for 'nobody').
+      expect(await outcome("SELECT n AS m2 FROM names WHERE n = 'nobody'")).toEqual({ code: STALE_CODE });
+      // Implicit uses of = (IN) look the name up too.
+      expect(await outcome("SELECT n AS m3 FROM names WHERE n IN ('nobody', 'none')")).toEqual({ code: STALE_CODE });
+    } finally {
+      await admin.query('DROP OPERATOR public.= (varchar, varchar); DROP FUNCTION public.leak_eq(varchar, varchar)');
     }
   });
 
-  test.failing('G1 (high): a function created after the scan in a schema earlier on the path hides the scanned one; the guard checks only the scanned name', async () => {
-    expect(await outcome('SELECT twice(2) AS t')).toEqual([{ t: 4 }]);
-    await admin.query(`CREATE FUNCTION ${reader}.twice(int) RETURNS text LANGUAGE sql STABLE AS $$ SELECT ssn FROM public.staff WHERE emp_id = 1 $$`);
-    try {
-      const after = await outcome('SELECT twice(3) AS t2');
-      expect(JSON.stringify(after)).not.toContain('123-45-6789');
-      expect(after).toEqual({ code: STALE_CODE });
-    } finally {
-      await admin.query(`DROP FUNCTION ${reader}.twice(int)`);
-    }
+  test('G1 (hg1): a function renamed after the scan to a called name (ALTER FUNCTION … RENAME TO) trips the guard; so does one moved in (SET SCHEMA)', async () => {
+    expect(await settled('SELECT lower(n) AS l4 FROM names')).toEqual([{ l4: 'ada' }]);
+    await staleAfter('ALTER FUNCTION public.sneaky(varchar) RENAME TO lower', 'SELECT lower(n) AS l5 FROM names', 'ALTER FUNCTION public.lower(varchar) RENAME TO sneaky');
+    expect(await settled('SELECT twice(5) AS t5')).toEqual([{ t5: 10 }]);
+    // stash.twice(int) (off the reader's path at the scan) moved into the reader's "$user" schema would hide public.twice.
+    await staleAfter(`ALTER FUNCTION stash.twice(int) SET SCHEMA ${reader}`, 'SELECT twice(6) AS t6', `ALTER FUNCTION ${reader}.twice(int) SET SCHEMA stash`);
   });
 
   test('withstood: an agent\'s own division by zero is its statement error, not the guard (no catalog_stale, no rescan)', async () => {
+    expect(await settled('SELECT twice(1) AS w')).toEqual([{ w: 2 }]);
     const r = await outcome('SELECT twice(1) / 0 AS z');
     expect(r).not.toEqual({ code: STALE_CODE });
     expect((r as { code?: string }).code).toBe('statement_failed');

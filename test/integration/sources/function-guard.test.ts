@@ -9,6 +9,7 @@ import { PostgresSourceConnector } from '../../../src/sources/postgres/connector
 import { scanCatalog } from '../../../src/sources/postgres/catalog';
 import { standaloneGuard } from '../../../src/sources/postgres/hierarchy';
 import type { SourceCatalog } from '../../../src/sql/catalog-types';
+import { Client } from 'pg';
 import { createSourceDb, type SourceDb } from './source-db';
 
 const BIG = { maxRows: 1000, maxBytes: 10_000_000 };
@@ -34,14 +35,14 @@ const scan = (): Promise<SourceCatalog> => c.withReader((client) => scanCatalog(
 
 /** The read's outcome under the function guard of `fns` against `cat`: the rows, or 'changed'. */
 async function guarded(cat: SourceCatalog, sql = 'SELECT fg(21) AS n', fns = FN): Promise<unknown> {
-  const r = await c.read(sql, [], { ...BIG, functionGuard: c.functionGuard(cat, fns)! });
+  const r = await c.read(sql, [], { ...BIG, functionGuard: c.functionGuard(cat, { userFunctions: fns })! });
   return r.functionsChanged ? { changed: true, rows: r.rowsArray, fields: r.fields } : r.rowsArray;
 }
 
 test('the scan records each overload version; no user function means no guard', async () => {
   const cat = await scan();
   expect(cat.routines?.find((r) => r.name === 'fg')?.version).toMatch(/^[0-9]+:[0-9]+$/);
-  expect(c.functionGuard(cat, [])).toBeNull();
+  expect(c.functionGuard(cat, { userFunctions: [] })).toBeNull();
   expect(c.functionGuard(cat, undefined)).toBeNull();
 });
 
@@ -86,9 +87,38 @@ test('a snapshot without versions (scanned before hf5) always trips it', async (
 
 test('beside the hierarchy guard: each trips on its own, and the function guard is told apart', async () => {
   const cat = await scan();
-  const both = { ...BIG, functionGuard: c.functionGuard(cat, FN)!, guard: standaloneGuard([{ schema: 'public', name: 'flat' }]) };
+  const both = { ...BIG, functionGuard: c.functionGuard(cat, { userFunctions: FN })!, guard: standaloneGuard([{ schema: 'public', name: 'flat' }]) };
   expect((await c.read('SELECT fg(id) AS n FROM flat ORDER BY id', [], both)).rowsArray).toEqual([[2], [4]]);
   await src.admin.query('ALTER FUNCTION fg(int) COST 7');
   const r = await c.read('SELECT fg(id) AS n FROM flat ORDER BY id', [], both);
   expect({ changed: r.functionsChanged, tripped: r.guardTripped, rows: r.rowsArray }).toEqual({ changed: true, tripped: undefined, rows: [] });
+});
+
+test('names (task hg1): a new same-named function or operator in any schema trips it; a procedure or another session\'s temporary one does not', async () => {
+  const names = { resolvedNames: { functions: ['lower'], operators: ['='] } };
+  const read = async (cat: SourceCatalog): Promise<unknown> => {
+    const r = await c.read("SELECT lower('A') = 'a' AS ok", [], { ...BIG, functionGuard: c.functionGuard(cat, names)! });
+    return r.functionsChanged ? 'changed' : r.rowsArray;
+  };
+  const cat = await scan();
+  expect(await read(cat)).toEqual([[true]]);
+  const other = new Client({ connectionString: src.db.url });
+  await other.connect();
+  try {
+    await src.admin.query('CREATE SCHEMA IF NOT EXISTS off_path; CREATE PROCEDURE off_path.lower(varchar) LANGUAGE sql AS $$ SELECT 1 $$');
+    await other.query("CREATE FUNCTION pg_temp.lower(varchar) RETURNS text LANGUAGE sql AS $$ SELECT 'x' $$; CREATE FUNCTION pg_temp.teq(varchar, varchar) RETURNS boolean LANGUAGE sql AS $$ SELECT true $$; CREATE OPERATOR pg_temp.= (leftarg = varchar, rightarg = varchar, function = pg_temp.teq)");
+    expect(await read(cat)).toEqual([[true]]);
+    for (const [change, undo] of [
+      ['CREATE FUNCTION off_path.lower(text) RETURNS text LANGUAGE sql AS $$ SELECT $1 $$', 'DROP FUNCTION off_path.lower(text)'],
+      ['CREATE OPERATOR off_path.= (leftarg = text, rightarg = text, function = pg_catalog.texteq)', 'DROP OPERATOR off_path.= (text, text)'],
+    ]) {
+      await src.admin.query(change);
+      expect([change, await read(cat)]).toEqual([change, 'changed']);
+      await src.admin.query(undo);
+      expect([undo, await read(cat)]).toEqual([undo, [[true]]]);
+    }
+  } finally {
+    await other.end();
+    await src.admin.query('DROP SCHEMA off_path CASCADE');
+  }
 });

@@ -1,0 +1,62 @@
+/**
+ * The function guard's cost on a point read (task hg1): `SELECT … FROM customer WHERE customer_id =
+ * $1` uses the operator `=`, so since hg1 its read carries the guard (one pg_operator probe by name
+ * in the same round trip). Reads the same statement through the connector with and without the
+ * guard its analysis makes, alternating rounds on one pooled connection, and prints the per-read
+ * medians and their ratio (same run). Run: `npx tsx bench/function-guard-cost.ts [rounds] [reads]`.
+ */
+import { createSourceDb } from '../test/integration/sources/source-db';
+import { PostgresSourceConnector } from '../src/sources/postgres/connector';
+import { scanCatalog } from '../src/sources/postgres/catalog';
+import { analyzeSql } from '../src/sql/analyze';
+import { initSqlParser } from '../src/sql/parser';
+import { runBench } from './lib/stats';
+
+async function main(): Promise<void> {
+  await initSqlParser();
+  const rounds = Number(process.argv[2] ?? 6);
+  const reads = Number(process.argv[3] ?? 2000);
+  const src = await createSourceDb('fguard_bench');
+  const c = new PostgresSourceConnector('fgbench', src.settings({ pool_size: 1, max_concurrent_per_identity: 1 }));
+  try {
+    const cat = await c.withReader((client) => scanCatalog(client));
+    const sql = 'SELECT customer_id, first_name, last_name, email FROM customer WHERE customer_id = $1';
+    const a = analyzeSql(sql, cat);
+    if (!a.ok) throw new Error('analysis refused');
+    const guard = c.functionGuard(cat, a);
+    if (!guard) throw new Error('no guard for a statement using =');
+    console.log(`names checked: ${JSON.stringify(a.resolvedNames)}; guard params ${guard.values.length}`);
+    const opts = { maxRows: 100, maxBytes: 1_000_000 };
+    // The floor: any second statement in the round trip (what every guard pays before its own work).
+    const floor = { text: 'SELECT 1 WHERE false', values: [] as string[] };
+    const run = async (g: typeof guard | null): Promise<number> => {
+      const t0 = process.hrtime.bigint();
+      for (let i = 0; i < reads; i++) {
+        const r = await c.read(sql, [1 + (i % 59)], g ? { ...opts, functionGuard: g } : opts);
+        if (r.functionsChanged || r.rowsArray.length !== 1) throw new Error('unexpected read');
+      }
+      return Number(process.hrtime.bigint() - t0) / 1000 / reads;
+    };
+    await run(null);
+    await run(guard);
+    await run(floor);
+    const off: number[] = [];
+    const on: number[] = [];
+    const bare: number[] = [];
+    for (let k = 0; k < rounds; k++) {
+      off.push(await run(null));
+      on.push(await run(guard));
+      bare.push(await run(floor));
+    }
+    const med = (xs: number[]): number => [...xs].sort((x, y) => x - y)[Math.floor(xs.length / 2)];
+    console.log(`without guard µs/read per round: ${off.map((x) => x.toFixed(1)).join(' ')}`);
+    console.log(`with guard    µs/read per round: ${on.map((x) => x.toFixed(1)).join(' ')}`);
+    console.log(`trivial second statement µs/read per round: ${bare.map((x) => x.toFixed(1)).join(' ')}`);
+    console.log(`median without ${med(off).toFixed(1)} µs, with ${med(on).toFixed(1)} µs, ratio ${(med(on) / med(off)).toFixed(3)}; trivial second statement ${med(bare).toFixed(1)} µs, ratio ${(med(bare) / med(off)).toFixed(3)}`);
+  } finally {
+    await c.close();
+    await src.drop();
+  }
+}
+
+runBench(main);
