@@ -29,6 +29,7 @@
  *    not see is unknown_asset first, whatever the rules' state.
  */
 import pg from 'pg';
+import { pgServer } from '../../helpers/pg';
 import type { RoleStatement } from '../../../generated/role-v1';
 import { relatedDocumentsHandler } from '../../../src/tools/handlers/related';
 import type { ToolOutcome } from '../../../src/tools/types';
@@ -209,11 +210,14 @@ describe('rt42b: approved-write row counts (hnu42a)', () => {
     const db = (await admin.query('SELECT current_database() AS d')).rows[0].d as string;
     const w = admin.escapeIdentifier(env.demo.writerRole);
     const r = admin.escapeIdentifier(env.demo.readerRole);
+    // The test server as INTERLOCK_TEST_PG_URL names it (never hard-coded).
+    const { host, port } = pgServer(env.sourceUrl);
+    const su = decodeURIComponent(new URL(env.sourceUrl).username) || 'root';
     await admin.query(`
       CREATE EXTENSION IF NOT EXISTS postgres_fdw;
-      CREATE SERVER rt42b_loop FOREIGN DATA WRAPPER postgres_fdw OPTIONS (host '127.0.0.1', port '5432', dbname '${db}');
-      CREATE USER MAPPING FOR ${w} SERVER rt42b_loop OPTIONS (user 'root', password_required 'false');
-      CREATE USER MAPPING FOR ${r} SERVER rt42b_loop OPTIONS (user 'root', password_required 'false');
+      CREATE SERVER rt42b_loop FOREIGN DATA WRAPPER postgres_fdw OPTIONS (host ${admin.escapeLiteral(host)}, port '${port}', dbname '${db}');
+      CREATE USER MAPPING FOR ${w} SERVER rt42b_loop OPTIONS (user ${admin.escapeLiteral(su)}, password_required 'false');
+      CREATE USER MAPPING FOR ${r} SERVER rt42b_loop OPTIONS (user ${admin.escapeLiteral(su)}, password_required 'false');
       CREATE TABLE public.rt42b_sink (n int);
       CREATE FOREIGN TABLE public.rt42b_fsink (n int) SERVER rt42b_loop OPTIONS (schema_name 'public', table_name 'rt42b_sink');
       GRANT SELECT, INSERT ON public.rt42b_fsink TO ${w};
