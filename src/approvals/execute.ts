@@ -57,8 +57,10 @@ export interface ApproveOptions {
   /**
    * Rescans the source after its guard refused the approved write `catalog_stale` (task hw): the
    * catalogue it was analysed with is stale. Resolves when the rescan is done, rejects when it
-   * failed (the approval's operator cause says so; never thrown to the caller). Absent: the source
-   * is scanned here (`scanSource`, as `interlock source scan`), awaited before the approval is
+   * failed (the approval's operator cause says so; never thrown to the caller). The gateway passes
+   * its one-at-a-time rescan (the one `catalog_stale` reads use, which also drops its store's
+   * snapshot) through the admin API and the console. Absent (the CLI): the source is scanned here
+   * (`scanSource`, as `interlock source scan`). Either way it is awaited before the approval is
    * recorded failed, so a requeued approval is analysed against the new catalogue.
    */
   onCatalogStale?: (facts: { sourceId: string; approvalId: string }) => Promise<void>;

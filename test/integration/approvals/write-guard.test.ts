@@ -19,6 +19,7 @@ import { loadCatalog } from '../../../src/control/catalog';
 import { requireSource } from '../../../src/control/sources';
 import { scanSource } from '../../../src/control/scan';
 import { SourceConnectorRegistry } from '../../../src/sources/registry';
+import { createOperatorToken } from '../../../src/admin/tokens';
 import type { PostgresSourceSettings } from '../../../src/sources/postgres/connector';
 import errors from '../../../spec/errors-v1.json';
 
@@ -156,4 +157,23 @@ test("(3) an operator created after the scan in a path schema that would win the
   } finally {
     await sourceQuery(env, 'DROP OPERATOR public.= (varchar, varchar); DROP FUNCTION public.hw_true_eq(varchar, varchar)');
   }
+});
+
+test("(4) approved through the gateway's admin API with a snapshot older than a CREATE OR REPLACE: failed catalog_stale, nothing written, rescanned by the gateway's one-at-a-time rescan (its store's snapshot dropped)", async () => {
+  const token = (await createOperatorToken(env.db, 'ops-hw-api')).secret;
+  const id = await queue('UPDATE playlist SET name = hw_norm(name) WHERE playlist_id = 9305');
+  // Replaced after the scan and before the approval: the approval's re-check analyses the old snapshot.
+  await sourceQuery(env, "CREATE OR REPLACE FUNCTION public.hw_norm(t varchar) RETURNS varchar LANGUAGE sql IMMUTABLE AS $$ SELECT 'replaced again'::varchar $$");
+  const marked = jest.spyOn(env.gateway.store, 'markCatalogStale');
+  try {
+    const r = await fetch(new URL(`/admin/v1/approvals/${id}/approve`, env.url).toString(), { method: 'POST', headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' }, body: '{}' });
+    expect({ status: r.status, json: await r.json() }).toEqual({ status: 200, json: { id, approvalId: id, state: 'failed', errorCode: 'catalog_stale', failure: staleCatalogCause(true) } });
+    expect(marked).toHaveBeenCalledWith(env.demo.sourceId);
+  } finally {
+    marked.mockRestore();
+  }
+  expect((await names())[4]).toEqual({ playlist_id: 9305, name: 'hw five' });
+  expect((await loadCatalog(env.db, env.demo.sourceId))!.routines!.find((x) => x.name === 'hw_norm')!.version).toBe(await normVersion());
+  const status = await callTool(env, 'interlock_approval_status', { approval_id: id }, env.apiKey);
+  expect(sc(status).outcome).toEqual({ error_code: 'catalog_stale', message: failureMessage('catalog_stale') });
 });
