@@ -183,22 +183,39 @@ export async function startGovernedGateway(opts: GovernedGatewayOptions): Promis
   const goneLog = logThrottle(60_000);
   // Task hf5: a user function changed since the scan, or an outdated snapshot. One rescan of a source at a time; another
   // asked for while one runs is run once after it (a change may have landed during the scan).
-  const rescans = new Map<string, { again: boolean }>();
+  // The promise settles when a scan begun after the request has ended (rejected when it failed):
+  // an approved write refused catalog_stale waits for it (task hw); reads do not.
+  const rescans = new Map<string, { again: boolean; waiters: Array<(err: unknown) => void> }>();
   const staleLog = logThrottle(60_000);
-  const rescanStale = (sourceId: string): void => {
-    const running = rescans.get(sourceId);
-    if (running) return void (running.again = true);
-    const state = { again: false };
-    rescans.set(sourceId, state);
-    const run = (): void => {
-      state.again = false;
-      scanSource(db, sourceId)
-        .then(() => store.markCatalogStale(sourceId))
-        .catch((err: unknown) => logger.warn({ source_id: sourceId, code: (err as { code?: string }).code }, 'catalog rescan of a stale snapshot failed'))
-        .finally(() => (state.again ? run() : rescans.delete(sourceId)));
-    };
-    run();
-  };
+  const rescanStale = (sourceId: string): Promise<void> =>
+    new Promise<void>((resolve, reject) => {
+      const settle = (err: unknown) => (err === null ? resolve() : reject(err));
+      const running = rescans.get(sourceId);
+      if (running) {
+        running.again = true;
+        running.waiters.push(settle);
+        return;
+      }
+      const state = { again: false, waiters: [settle] };
+      rescans.set(sourceId, state);
+      const run = (): void => {
+        state.again = false;
+        const waiting = state.waiters.splice(0);
+        scanSource(db, sourceId)
+          .then(() => store.markCatalogStale(sourceId))
+          .then(
+            () => waiting.forEach((w) => w(null)),
+            (err: unknown) => {
+              logger.warn({ source_id: sourceId, code: (err as { code?: string }).code }, 'catalog rescan of a stale snapshot failed');
+              waiting.forEach((w) => w(err ?? new Error('catalog rescan failed')));
+            },
+          )
+          .finally(() => (state.again ? run() : rescans.delete(sourceId)));
+      };
+      run();
+    });
+  // An approved write its guard refused (task hw): the same one-at-a-time rescan, awaited by the approval.
+  const rescanForApproval = (f: { sourceId: string }): Promise<void> => rescanStale(f.sourceId);
   const tools: ToolBinding[] = interlockToolBindings({
     interlock_query: queryHandler({
       store, connectors, rateLimiter, cache, analysisCache, catalog, maskSecret, rowViews, connectorRequest: documentsConnectorRequest(discovery),
@@ -220,7 +237,7 @@ export async function startGovernedGateway(opts: GovernedGatewayOptions): Promis
       // snapshot predates the type facts (tasks hf5, hg1): the agent is told catalog_stale and the source rescanned now; one
       // line per source and reason a minute.
       onCatalogStale: (f) => {
-        rescanStale(f.sourceId);
+        rescanStale(f.sourceId).catch(() => undefined);
         const repeated = staleLog(`${f.sourceId}\u0000${f.reason}`);
         if (repeated === null) return;
         logger.warn({ source_id: f.sourceId, reason: f.reason, request_id: f.requestId, ...(repeated ? { repeated_since_last: repeated } : {}) }, f.reason === 'columns_changed' || f.reason === 'catalog_changed'
@@ -293,7 +310,7 @@ export async function startGovernedGateway(opts: GovernedGatewayOptions): Promis
   };
   const running = await listenGateway({
     healthz: !opsServer,
-    routes: [...(opsServer ? [] : [(app: import('express').Express) => mountOperations(app, metrics, ops, originPolicyFor(host, config))]), ...(require('./http') as typeof import('./http')).httpRoutes({ db, logger, circuitStates: () => registry.states(), connectors: registry, originPolicy: originPolicyFor(host, config), governance }), (app) => mountConsole(app, { db, connectors: registry, originPolicy: originPolicyFor(host, config), logger, sessions: consoleSessionTimeouts(config), governance }), ...(opts.routes ?? [])], // eslint-disable-line @typescript-eslint/no-require-imports
+    routes: [...(opsServer ? [] : [(app: import('express').Express) => mountOperations(app, metrics, ops, originPolicyFor(host, config))]), ...(require('./http') as typeof import('./http')).httpRoutes({ db, logger, circuitStates: () => registry.states(), connectors: registry, originPolicy: originPolicyFor(host, config), governance, onCatalogStale: rescanForApproval }), (app) => mountConsole(app, { db, connectors: registry, originPolicy: originPolicyFor(host, config), logger, sessions: consoleSessionTimeouts(config), governance, onCatalogStale: rescanForApproval }), ...(opts.routes ?? [])], // eslint-disable-line @typescript-eslint/no-require-imports
     observe: (e) => metrics.observeToolCall(e),
     observeOverCapacity: (tool) => metrics.observeOverCapacity(tool),
     rateLimiter,

@@ -170,6 +170,8 @@ export interface DirectBackendOptions {
   /** Connector registry for approved writes (reused pools); absent: a registry per approval. */
   connectors?: SourceConnectorRegistry;
   logger?: Logger;
+  /** Rescans a source after an approved write's guard refused it catalog_stale (task hw; ApproveOptions.onCatalogStale); absent: the approval scans it itself. */
+  onCatalogStale?: (facts: { sourceId: string; approvalId: string }) => Promise<void>;
   /**
    * Who makes the governance changes done through this backend (role, grant, identity, key, policy
    * and source changes; recorded in their kind-config audit events): the OS user name in the direct
@@ -187,7 +189,7 @@ export interface DirectBackendOptions {
 
 /** What approve/reject in src/approvals/execute.ts do (loaded on first use: the data plane owns it). */
 interface ApprovalsModule {
-  approveAndExecute(db: ControlDb, approvalId: string, opts: { operator: string; reason?: string; connectors?: SourceConnectorRegistry; logger?: Logger }): Promise<{ state: 'executed' | 'failed'; rowCount?: number; errorCode?: string; failure?: ApprovalFailureCause }>;
+  approveAndExecute(db: ControlDb, approvalId: string, opts: { operator: string; reason?: string; connectors?: SourceConnectorRegistry; logger?: Logger; onCatalogStale?: (facts: { sourceId: string; approvalId: string }) => Promise<void>; }): Promise<{ state: 'executed' | 'failed'; rowCount?: number; errorCode?: string; failure?: ApprovalFailureCause }>;
   rejectApproval(db: ControlDb, approvalId: string, opts: { operator: string; reason?: string }): Promise<ApprovalRecord>;
 }
 
@@ -341,7 +343,7 @@ export function directBackend(db: ControlDb, opts: DirectBackendOptions = {}): O
       const a = await requireApproval(db, id);
       if (a.identityName === o.operator) throw new ControlError('forbidden', `self_approval_forbidden: ${o.operator} requested this write and cannot approve it`);
       if (a.state !== 'pending') throw new ControlError('conflict', `approval ${id} is ${a.state}, not pending`);
-      const r = await approvalsModule().approveAndExecute(db, id, { operator: o.operator, reason: o.reason, connectors: opts.connectors, logger: opts.logger });
+      const r = await approvalsModule().approveAndExecute(db, id, { operator: o.operator, reason: o.reason, connectors: opts.connectors, logger: opts.logger, ...(opts.onCatalogStale ? { onCatalogStale: opts.onCatalogStale } : {}) });
       return { id, approvalId: id, state: r.state, ...(r.rowCount !== undefined ? { rowCount: r.rowCount } : {}), ...(r.errorCode !== undefined ? { errorCode: r.errorCode } : {}), ...(r.failure ? { failure: r.failure } : {}) };
     },
     async reject(id, o) {

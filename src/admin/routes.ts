@@ -52,6 +52,8 @@ export interface AdminOptions {
    * `db` with its role's privileges checked). Default: `db`, checked on first use.
    */
   governance?: GovernanceAccess;
+  /** Rescans a source after an approved write's guard refused it catalog_stale (task hw; ApproveOptions.onCatalogStale); absent: the approval scans it itself. */
+  onCatalogStale?: (facts: { sourceId: string; approvalId: string }) => Promise<void>;
 }
 
 /** The message of the admin API's 404 for a route it does not have (remote clients recognise an older gateway by it). */
@@ -125,7 +127,7 @@ export function mountAdmin(app: Express, _deps: DispatchDeps | undefined, opts: 
 
   // One backend per request: its governance changes are audited in the token's operator's name.
   const governance = opts.governance ?? new GovernanceAccess(opts.db, 'runtime', logger);
-  const backendFor = (operator: Operator) => directBackend(opts.db, { circuitStates: opts.circuitStates, connectors: opts.connectors, logger, operator: operator.name, governance });
+  const backendFor = (operator: Operator) => directBackend(opts.db, { circuitStates: opts.circuitStates, connectors: opts.connectors, logger, operator: operator.name, governance, onCatalogStale: opts.onCatalogStale });
   const route = (method: 'get' | 'post' | 'put' | 'patch' | 'delete', path: string, handler: Handler, status = 200) => {
     const run = async (req: Request, res: Response) => {
       const operator = res.locals.operator as Operator;

@@ -63,6 +63,22 @@ export function failureCause(err: unknown): ApprovalFailureCause {
   return c;
 }
 
+/**
+ * The operator-only cause of an approved write its guard refused at run time (task hw;
+ * `catalog_stale`): checked in the write's transaction right before the statement, a function or
+ * operator it looks up, or a relation whose whole rows it uses, was not what the catalogue the
+ * approval was analysed with recorded. `rescan`: whether the rescan that followed succeeded
+ * (undefined: not known when the cause is written).
+ */
+export function staleCatalogCause(rescan?: boolean): ApprovalFailureCause {
+  const after = rescan === undefined ? 'the source is being rescanned' : rescan ? 'the source was rescanned' : 'the source could not be rescanned (see the log; run interlock source scan)';
+  return {
+    message:
+      'checked in the write\'s transaction right before the statement: a function or operator of a name the write looks up (or a user function it runs) was created, replaced, altered, renamed, moved or dropped on the source, or a relation whose whole rows it uses changed its columns, since the catalogue this approval was analysed with was scanned, so the code that would have run is not the code that was reviewed. ' +
+      `Nothing was written (rolled back); ${after}. Review the write against the new definitions and, to run it, requeue it (interlock approval requeue) and approve it again.`,
+  };
+}
+
 /** The operator-only cause of a re-check refusal (`code` from recheck, e.g. "policy_denied"). */
 export function recheckCause(code: string): ApprovalFailureCause {
   return { message: `re-checked at approval: ${RECHECK_CAUSES[code] ?? code}` };

@@ -10,7 +10,8 @@
 import type { Logger } from 'pino';
 import { withTransaction, type ControlDb } from '../control/db';
 import { requireApproval, transitionApproval, type ApprovalFailureCause, type ApprovalRecord } from '../control/approvals';
-import { failureCause, failureCode, recheckCause } from './causes';
+import { failureCause, failureCode, recheckCause, staleCatalogCause } from './causes';
+import { scanSource } from '../control/scan';
 import { recordApprovalEvent } from '../audit/writer';
 import { ControlError } from '../control/errors';
 import { requesterProblem } from './requester';
@@ -53,6 +54,16 @@ export interface ApproveOptions {
   connectors?: SourceConnectorRegistry;
   logger?: Logger;
   now?: Date;
+  /**
+   * Rescans the source after its guard refused the approved write `catalog_stale` (task hw): the
+   * catalogue it was analysed with is stale. Resolves when the rescan is done, rejects when it
+   * failed (the approval's operator cause says so; never thrown to the caller). The gateway passes
+   * its one-at-a-time rescan (the one `catalog_stale` reads use, which also drops its store's
+   * snapshot) through the admin API and the console. Absent (the CLI): the source is scanned here
+   * (`scanSource`, as `interlock source scan`). Either way it is awaited before the approval is
+   * recorded failed, so a requeued approval is analysed against the new catalogue.
+   */
+  onCatalogStale?: (facts: { sourceId: string; approvalId: string }) => Promise<void>;
 }
 
 function assertNotSelf(a: ApprovalRecord, operator: string): void {
@@ -102,7 +113,21 @@ async function withLiveViewMapping<T extends { writes: WriteAccess[] }>(analysis
   return { ...analysis, writes: analysis.writes.map(({ baseColumns: _dropped, ...w }) => w) };
 }
 
-async function recheck(db: ControlDb, a: ApprovalRecord, now: Date, connectorFor: (settings: PostgresSourceSettings) => QueryConnector): Promise<{ denied: string } | { denied: null; plan: RowRulePlan | null; searchPath?: readonly string[] }> {
+/**
+ * What a re-check that allows the write returns: the row-rule plan (null: none), the scanned lookup
+ * path, and the write's guard (task hw): the function and shape guards of its analysis against the
+ * catalogue it was analysed with (QueryConnector.functionGuard; null when it looks up no function
+ * or operator name and uses no whole row, or the connector has none), run in the write's
+ * transaction right before the statement.
+ */
+interface RecheckAllowed {
+  denied: null;
+  plan: RowRulePlan | null;
+  searchPath?: readonly string[];
+  guard?: { text: string; values: string[] } | null;
+}
+
+async function recheck(db: ControlDb, a: ApprovalRecord, now: Date, connectorFor: (settings: PostgresSourceSettings) => QueryConnector): Promise<{ denied: string } | RecheckAllowed> {
   const no = (denied: string) => ({ denied });
   // The requester first (issue 24, item 4): the key that queued the write and its identity.
   const requester = await requesterProblem(db, a, now);
@@ -143,7 +168,10 @@ async function recheck(db: ControlDb, a: ApprovalRecord, now: Date, connectorFor
   const hier = await checkHierarchy({ connector, evaluator, sourceId: a.sourceId, analysis, catalog, policies, subject, now, restrictions: pol.restrictions, identityId: a.identityId });
   if (!hier.ok) return no(hier.outcome.kind === 'refusal' && hier.outcome.code === 'policy_denied' ? 'policy_denied' : 'source_role_denied');
   const policyRows = policyRowRestrictions(policies, subject);
-  if (!hasAnyRowRules(evaluator, a.sourceId, policyRows)) return { denied: null, plan: null, searchPath: scanned.searchPath };
+  // The functions, operators and whole-row shapes this analysis assumed, as this catalogue recorded
+  // them: checked again in the write's own transaction right before it runs (task hw).
+  const guard = connector.functionGuard?.(catalog, analysis, analysis.rowShapes) ?? null;
+  if (!hasAnyRowRules(evaluator, a.sourceId, policyRows)) return { denied: null, plan: null, searchPath: scanned.searchPath, guard };
   // Planned on the catalogue's tree: a tree that changed since the scan could hide a parent's rule.
   if (hier.changed) return no('row_rule_unenforceable');
   // A MERGE into a ruled table runs only on PostgreSQL 17 or later: decided by the server's version
@@ -160,7 +188,7 @@ async function recheck(db: ControlDb, a: ApprovalRecord, now: Date, connectorFor
   const attributes = mergeAttributes((await getIdentity(db, a.identityId))?.attributes, await claimsStillHeld(db, a.identityId, a.id, a.claimAttributes));
   const rows = planRowRules({ evaluator, sourceId: a.sourceId, analysis, catalog, attributes, sql: a.sql, policyRows, serverVersionNum });
   if (rows.kind === 'refused') return no(rows.outcome.kind === 'refusal' && rows.outcome.code === 'row_rule_attribute_missing' ? 'row_rule_attribute_missing' : 'row_rule_unenforceable');
-  return { denied: null, plan: rows.kind === 'ruled' ? rows.plan : null, searchPath: scanned.searchPath };
+  return { denied: null, plan: rows.kind === 'ruled' ? rows.plan : null, searchPath: scanned.searchPath, guard };
 }
 
 /**
@@ -252,10 +280,24 @@ export async function approveAndExecute(db: ControlDb, approvalId: string, opts:
   try {
     // Row rules (issue 27, row-write.ts): the views first (by the writer role), then the rewritten
     // statement with the requester's attributes bound inside its own transaction.
-    const r = await runPlannedWrite(writer, source, a.sql, a.params, plan, (view, err) => opts.logger?.warn({ approvalId, view, sqlstate: (err as { sqlState?: string })?.sqlState }, 'row view could not be created for an approved write'), checked.searchPath);
+    const r = await runPlannedWrite(writer, source, a.sql, a.params, plan, (view, err) => opts.logger?.warn({ approvalId, view, sqlstate: (err as { sqlState?: string })?.sqlState }, 'row view could not be created for an approved write'), { searchPath: checked.searchPath, guard: checked.guard });
     if (r.ok) {
       await db.pool.query('SELECT pg_notify($1, $2)', [CACHE_CHANNEL, a.sourceId]).catch(() => undefined);
       return await finish('executed', { row_count: r.rowCount });
+    }
+    if (r.code === 'catalog_stale') {
+      // Task hw: what the write would run is not what was analysed and reviewed; nothing was written.
+      // Never retried: the reviewer saw the old definitions, so it runs only once approved again.
+      opts.logger?.warn({ approvalId, source_id: a.sourceId }, 'an approved write was not run: a function or operator it looks up, or a relation whose whole rows it uses, changed on the source since the catalogue it was analysed with was scanned (catalog_stale); nothing was written, the source is rescanned, and the write must be requeued and approved again');
+      const rescan = Promise.resolve().then(() => (opts.onCatalogStale ? opts.onCatalogStale({ sourceId: a.sourceId, approvalId }) : scanSource(db, a.sourceId).then(() => undefined)));
+      const rescanned = await rescan.then(
+        () => true,
+        (err: unknown) => {
+          opts.logger?.warn({ approvalId, source_id: a.sourceId, code: (err as { code?: string })?.code }, 'catalog rescan after a stale approved write failed');
+          return false;
+        },
+      );
+      return await finish('failed', { error_code: 'catalog_stale' }, staleCatalogCause(rescanned));
     }
     if (r.code === 'row_rules_unavailable') return await finish('failed', { error_code: r.code }, recheckCause(r.code));
     const e = r.err as { code?: string; sqlState?: string };

@@ -16,8 +16,25 @@ import { parseSql } from '../sql/parser';
 
 /** What runs the statements: the source connector's writer (PostgresSourceConnector.write). */
 export interface RowWriter {
-  /** `opts.searchPath`: the catalogue's scanned lookup path, pinned on the writer's connections (task hrt42); `opts.countChanges`: count the rows changed by the server (hnu42a). */
-  write(sql: string, params: unknown[], opts?: { settings?: ReadonlyArray<readonly [string, string]>; countChanges?: boolean; searchPath?: readonly string[] }): Promise<{ rowCount: number }>;
+  /**
+   * `opts.searchPath`: the catalogue's scanned lookup path, pinned on the writer's connections (task
+   * hrt42); `opts.countChanges`: count the rows changed by the server (hnu42a); `opts.guard`: the
+   * function and shape guard run in the write's transaction right before the statement (task hw),
+   * which resolves `functionsChanged` (nothing written, rolled back) when it trips.
+   */
+  write(sql: string, params: unknown[], opts?: { settings?: ReadonlyArray<readonly [string, string]>; countChanges?: boolean; searchPath?: readonly string[]; guard?: WriteGuard }): Promise<{ rowCount: number; functionsChanged?: true }>;
+}
+
+/** A guard's SQL and its parameters (src/sources/postgres/portal-read.ts ReadGuard; made by the connector's `functionGuard`). */
+export interface WriteGuard {
+  text: string;
+  values: string[];
+}
+
+/** How the statement runs: `searchPath`, the scanned lookup path (task hrt42); `guard`, the write's function and shape guard (task hw; null or absent: none). */
+export interface PlannedWriteRun {
+  searchPath?: readonly string[];
+  guard?: WriteGuard | null;
 }
 
 const PLAIN_WRITES = new Set(['InsertStmt', 'UpdateStmt', 'DeleteStmt', 'MergeStmt']);
@@ -44,9 +61,11 @@ export function commandTagCountsEveryChange(sql: string): boolean {
  * Outcome: the rows changed (never fewer than the server changed for a statement whose command tag
  * does not count them all: commandTagCountsEveryChange), or an approvalFailures code (spec/errors-v1.json): `row_rules_unavailable`
  * (a view could not be created; `err` unset), `row_rule_violation` (a written row outside the rule),
- * or null when the statement failed otherwise (`err` is what the writer threw; the caller classifies it).
+ * `catalog_stale` (the write's guard tripped: the statement was not run and its transaction rolled
+ * back; `err` unset; task hw), or null when the statement failed otherwise (`err` is what the
+ * writer threw; the caller classifies it).
  */
-export type PlannedWriteOutcome = { ok: true; rowCount: number } | { ok: false; code: 'row_rules_unavailable' | 'row_rule_violation' | null; err?: unknown };
+export type PlannedWriteOutcome = { ok: true; rowCount: number } | { ok: false; code: 'row_rules_unavailable' | 'row_rule_violation' | 'catalog_stale' | null; err?: unknown };
 
 /**
  * True when a ruled write failed because a row it wrote (or an ON CONFLICT row it would update) is
@@ -62,10 +81,13 @@ export function isRowRuleViolation(err: unknown): boolean {
 
 /**
  * Runs `sql` (the stored statement) with `params` on `writer`, rewritten by `plan` when one is
- * given (null: as is), on writer connections whose lookup path is `searchPath` (the scanned one, task hrt42). `log` receives an operator-only reason when a view cannot be created.
+ * given (null: as is), on writer connections whose lookup path is `run.searchPath` (the scanned one,
+ * task hrt42), with `run.guard` checked in the statement's transaction right before it (task hw;
+ * a trip is `catalog_stale`). `log` receives an operator-only reason when a view cannot be created.
  * Never throws for a failed statement: see PlannedWriteOutcome.
  */
-export async function runPlannedWrite(writer: RowWriter, source: SourceRecord, sql: string, params: unknown[], plan: RowRulePlan | null, log?: (view: string, err: unknown) => void, searchPath?: readonly string[]): Promise<PlannedWriteOutcome> {
+export async function runPlannedWrite(writer: RowWriter, source: SourceRecord, sql: string, params: unknown[], plan: RowRulePlan | null, log?: (view: string, err: unknown) => void, run: PlannedWriteRun = {}): Promise<PlannedWriteOutcome> {
+  const searchPath = run.searchPath;
   if (plan) {
     const views = rowViewProvisioner(
       async (_s, ddl) => {
@@ -79,7 +101,8 @@ export async function runPlannedWrite(writer: RowWriter, source: SourceRecord, s
   try {
     const text = plan ? plan.sql : sql;
     const countChanges = !commandTagCountsEveryChange(text);
-    const r = await writer.write(text, params, { ...(plan ? { settings: plan.settings } : {}), ...(countChanges ? { countChanges } : {}), searchPath });
+    const r = await writer.write(text, params, { ...(plan ? { settings: plan.settings } : {}), ...(countChanges ? { countChanges } : {}), searchPath, ...(run.guard ? { guard: run.guard } : {}) });
+    if (r.functionsChanged) return { ok: false, code: 'catalog_stale' };
     return { ok: true, rowCount: r.rowCount };
   } catch (err) {
     return { ok: false, code: plan && isRowRuleViolation(err) ? 'row_rule_violation' : null, err };

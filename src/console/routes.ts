@@ -64,6 +64,8 @@ export interface ConsoleOptions {
   sessions?: SessionTimeouts;
   /** Where the identity Disable is written (src/admin/governance-db.ts). Default: `db`, its role's privileges checked on first use. */
   governance?: GovernanceAccess;
+  /** Rescans a source after an approved write's guard refused it catalog_stale (task hw; ApproveOptions.onCatalogStale); absent: the approval scans it itself. */
+  onCatalogStale?: (facts: { sourceId: string; approvalId: string }) => Promise<void>;
 }
 
 /** Folder of the console's static files. */
@@ -128,7 +130,7 @@ export function affectedRelations(classification: Record<string, unknown>): stri
 export function mountConsole(app: Express, opts: ConsoleOptions): void {
   const { db, logger } = opts;
   const router = express.Router();
-  const backend = directBackend(db, { connectors: opts.connectors, logger });
+  const backend = directBackend(db, { connectors: opts.connectors, logger, onCatalogStale: opts.onCatalogStale });
   const governance = opts.governance ?? new GovernanceAccess(db, 'runtime', logger);
   let keyP: Promise<Buffer> | null = null;
   const key = () => (keyP ??= getKeyPepper(db).then(consoleKey));

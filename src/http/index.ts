@@ -31,6 +31,8 @@ export interface HttpRoutesOptions {
   logger?: Logger;
   /** Where the admin API writes governance changes (src/admin/governance-db.ts); default: db, checked. */
   governance?: GovernanceAccess;
+  /** Rescans a source after an approved write's guard refused it catalog_stale (task hw; ApproveOptions.onCatalogStale); absent: the approval scans it itself. */
+  onCatalogStale?: (facts: { sourceId: string; approvalId: string }) => Promise<void>;
 }
 
 /** The three route modules, in mounting order, ready for GatewayAppOptions.routes. */
@@ -38,6 +40,6 @@ export function httpRoutes(opts: HttpRoutesOptions): Array<(app: Express, deps: 
   return [
     (app, deps) => mountLegacyRoutes(app, deps, { originPolicy: opts.originPolicy, logger: opts.logger }),
     (app, deps) => mountV1(app, deps, { originPolicy: opts.originPolicy, logger: opts.logger }),
-    (app, deps) => mountAdmin(app, deps, { db: opts.db, circuitStates: opts.circuitStates, connectors: opts.connectors, originPolicy: opts.originPolicy, logger: opts.logger, governance: opts.governance }),
+    (app, deps) => mountAdmin(app, deps, { db: opts.db, circuitStates: opts.circuitStates, connectors: opts.connectors, originPolicy: opts.originPolicy, logger: opts.logger, governance: opts.governance, onCatalogStale: opts.onCatalogStale }),
   ];
 }

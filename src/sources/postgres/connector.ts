@@ -240,13 +240,17 @@ export class PostgresSourceConnector {
    * `opts.settings` (name, value pairs) are set transaction-locally before the statement: a row-ruled
    * write's identity attributes (issue 27), read by the row views' rules. `opts.countChanges`: count
    * every row the statement changes in its transaction, not only its command tag's (runWrite).
+   * `opts.guard` (task hw; `functionGuard` of the write's analysis and the catalogue the approval
+   * analysed with): run in the write's transaction right before the statement; when the functions,
+   * operators or row shapes are not the scanned ones the statement is not run, the transaction is
+   * rolled back and the write resolves `{ rowCount: 0, functionsChanged: true }`.
    *
-   * @returns rowCount of the statement
+   * @returns rowCount of the statement (and `functionsChanged` when the guard refused it)
    * @throws SourceError: as `read`; 'execution_failed' also when no writer role is configured, or when the
    *   statement ended the transaction itself. An abort after COMMIT was sent is ignored (the outcome is then
    *   the real one, never a false 'cancelled').
    */
-  write(sql: string, params: unknown[], opts: { signal?: AbortSignal; settings?: ReadonlyArray<readonly [string, string]>; countChanges?: boolean; searchPath?: readonly string[] } = {}): Promise<{ rowCount: number }> {
+  write(sql: string, params: unknown[], opts: { signal?: AbortSignal; settings?: ReadonlyArray<readonly [string, string]>; countChanges?: boolean; searchPath?: readonly string[]; guard?: ReadGuard } = {}): Promise<{ rowCount: number; functionsChanged?: true }> {
     if (opts.signal?.aborted) return Promise.reject(new SourceError('cancelled'));
     if (!this.s.writer) return Promise.reject(localFailure('no writer role is configured for this source'));
     let values: unknown[];
@@ -258,7 +262,7 @@ export class PostgresSourceConnector {
     }
     // The writer resolves names on the scanned path, as the analysis did (startup search_path, task hrt42).
     this.ctx.pools.pinSearchPath(opts.searchPath);
-    return this.guard(() => runWrite(this.ctx, sql, values, opts.signal, opts.settings, opts.countChanges === true));
+    return this.guard(() => runWrite(this.ctx, sql, values, opts.signal, opts.settings, opts.countChanges === true, opts.guard));
   }
 
   /**

@@ -5,7 +5,8 @@
 import type pg from 'pg';
 import { SourceError, isFatalServerError, isServerError, localFailure } from './errors';
 import { guardOf, wireError } from './pools';
-import { WATCHDOG_GRACE_MS, watchdogFailure, type StatementContext } from './read';
+import { GUARD_SQLSTATE, WATCHDOG_GRACE_MS, watchdogFailure, type StatementContext } from './read';
+import type { ReadGuard } from './portal-read';
 import type { ClientInternals } from './wire';
 import { MAPPED_PG_TYPES } from './values';
 
@@ -60,11 +61,28 @@ async function xactChanges(client: pg.PoolClient): Promise<bigint> {
  * statement's own and the server's count of rows changed by it in its transaction (XACT_CHANGES,
  * read before and after it); when the server does not count (`track_counts` off) the write fails
  * before its statement runs, and one that wrote a foreign table fails after it, rolled back.
+ *
+ * `guard` (task hw: the function and shape guards of the write's analysis against the catalogue the
+ * approval analysed with, function-guard.ts and shape-guard.ts via the connector's `functionGuard`):
+ * run as one more statement in the write's transaction, after the settings and right before the
+ * statement. When it raises GUARD_SQLSTATE (a function or operator of a name the write looks up, a
+ * user function it runs, or a whole-row relation's columns are not the scanned ones) the statement
+ * is never sent, the transaction is rolled back and the write resolves `{ rowCount: 0,
+ * functionsChanged: true }` (nothing written; the connection is kept when the rollback left it
+ * idle). Any other failure of the guard fails the write like a statement error.
  */
-export function runWrite(ctx: StatementContext, sql: string, values: unknown[], signal?: AbortSignal, settings: ReadonlyArray<readonly [string, string]> = [], countChanges = false): Promise<{ rowCount: number }> {
+export function runWrite(
+  ctx: StatementContext,
+  sql: string,
+  values: unknown[],
+  signal?: AbortSignal,
+  settings: ReadonlyArray<readonly [string, string]> = [],
+  countChanges = false,
+  guard?: ReadGuard,
+): Promise<{ rowCount: number; functionsChanged?: true }> {
   return ctx.pools.checkout('writer', signal).then(
     (client) =>
-      new Promise<{ rowCount: number }>((resolve, reject) => {
+      new Promise<{ rowCount: number; functionsChanged?: true }>((resolve, reject) => {
         const c = client as unknown as ClientInternals;
         let phase: 'begin' | 'statement' | 'commit' = 'begin';
         let settled = false;
@@ -73,10 +91,10 @@ export function runWrite(ctx: StatementContext, sql: string, values: unknown[], 
         let markEnded!: () => void;
         const ended = new Promise<void>((r) => (markEnded = r));
         const onClientError = (err: unknown) => ctx.logger?.debug({ err }, 'writer connection error');
-        const guard = guardOf(client);
+        const wire = guardOf(client);
         const settle = () => {
           settled = true;
-          guard.disarm();
+          wire.disarm();
           if (timer) clearTimeout(timer);
           signal?.removeEventListener('abort', onAbort);
           client.removeListener('error', onClientError);
@@ -95,7 +113,7 @@ export function runWrite(ctx: StatementContext, sql: string, values: unknown[], 
         };
         const onAbort = () => giveUp('cancelled');
         client.on('error', onClientError);
-        guard.arm(WRITE_WIRE_BUDGET, () => {
+        wire.arm(WRITE_WIRE_BUDGET, () => {
           if (settled) return;
           gaveUp = true;
           settle();
@@ -107,13 +125,31 @@ export function runWrite(ctx: StatementContext, sql: string, values: unknown[], 
         const stopIfGivenUp = () => {
           if (gaveUp) throw new SourceError('cancelled');
         };
-        const run = async (): Promise<number> => {
+        const run = async (): Promise<number | 'functions_changed'> => {
           await client.query('BEGIN');
           stopIfGivenUp();
           phase = 'statement';
           if (settings.length > 0) {
             await client.query({ text: BIND_LOCAL_SETTINGS, values: [settings.map((x) => x[0]), settings.map((x) => x[1])], queryMode: 'extended' } as pg.QueryConfig);
             stopIfGivenUp();
+          }
+          if (guard) {
+            // The functions, operators and row shapes the approval analysed are still the scanned ones
+            // (task hw), checked in this transaction right before the statement; else it is never sent.
+            let tripped = false;
+            try {
+              const g = await client.query({ text: guard.text, values: guard.values, queryMode: 'extended' } as pg.QueryConfig);
+              if ((g.rowCount ?? 0) > 0 || g.rows.length > 0) throw localFailure('the write\'s function guard returned rows');
+            } catch (err) {
+              if (!(isServerError(err) && !isFatalServerError(err) && err.code === GUARD_SQLSTATE)) throw err;
+              tripped = true;
+            }
+            stopIfGivenUp();
+            if (tripped) {
+              await client.query('ROLLBACK');
+              if (c.getTransactionStatus?.() !== 'I') throw localFailure('the transaction did not end');
+              return 'functions_changed';
+            }
           }
           const before = countChanges ? await xactChanges(client) : 0n;
           stopIfGivenUp();
@@ -139,7 +175,7 @@ export function runWrite(ctx: StatementContext, sql: string, values: unknown[], 
             if (settled) return;
             settle();
             client.release();
-            resolve({ rowCount });
+            resolve(rowCount === 'functions_changed' ? { rowCount: 0, functionsChanged: true } : { rowCount });
           },
           async (err: unknown) => {
             if (settled) return;

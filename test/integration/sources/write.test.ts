@@ -140,3 +140,26 @@ test('lock_timeout: a write blocked by another session fails (statement error, n
   }
   expect(c.breakerState()).toBe('closed');
 });
+
+test('task hw: a write guard that raises 22012 stops the statement in its transaction: nothing written, functionsChanged, the connection kept idle and reused', async () => {
+  const c = connector({ pool_size: 1 });
+  const tripped = { text: 'SELECT 1 WHERE 1 / ($1::int * 0) = 1', values: ['1'] };
+  await expect(c.write('INSERT INTO notes (id, body) VALUES (1, $1)', ['guarded'], { guard: tripped })).resolves.toEqual({ rowCount: 0, functionsChanged: true });
+  expect(await count()).toBe(0);
+  // A guard that passes (no rows) lets the statement run in the same transaction.
+  await expect(c.write('INSERT INTO notes (id, body) VALUES (2, $1)', ['ok'], { guard: { text: 'SELECT 1 WHERE false', values: [] } })).resolves.toEqual({ rowCount: 1 });
+  expect(await count()).toBe(1);
+  const w = (await src.activity()).filter((a) => a.usename === src.writerRole);
+  expect(w).toHaveLength(1);
+  expect(w[0].state).toBe('idle');
+  expect(w[0].backend_xid).toBeNull();
+});
+
+test('task hw: a write guard that fails otherwise (another SQLSTATE, or rows) fails the write, rolled back', async () => {
+  const c = connector();
+  const bad = c.write('INSERT INTO notes (id, body) VALUES (1, $1)', ['x'], { guard: { text: 'SELECT $1::int', values: ['not a number'] } });
+  await expect(bad).rejects.toBeInstanceOf(SourceError);
+  await expect(bad).rejects.toMatchObject({ code: 'execution_failed', sqlState: '22P02' });
+  await expect(c.write('INSERT INTO notes (id, body) VALUES (1, $1)', ['x'], { guard: { text: 'SELECT 1 WHERE $1::int = 1', values: ['1'] } })).rejects.toMatchObject({ code: 'execution_failed' });
+  expect(await count()).toBe(0);
+});
