@@ -202,8 +202,8 @@ export interface Proxy {
    * in the field: the checkout falling between the server's termination and the client's reading of it).
    */
   holdIdle(): void;
-  /** While down, new connections are closed at once and existing ones are cut. */
-  setDown(down: boolean): void;
+  /** While down, new connections are closed at once and existing ones are cut (left open with `cutOpen` false). */
+  setDown(down: boolean, cutOpen?: boolean): void;
   close(): Promise<void>;
 }
 
@@ -319,9 +319,9 @@ export function startProxy(target: { host: string; port: number }): Promise<Prox
         holdIdle() {
           for (const [c] of pairs) holding.add(c);
         },
-        setDown(down: boolean) {
+        setDown(down: boolean, cutOpen = true) {
           st.down = down;
-          if (down) cutAll();
+          if (down && cutOpen) cutAll();
         },
         close: () =>
           new Promise<void>((r) => {

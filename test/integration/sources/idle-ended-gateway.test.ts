@@ -34,7 +34,8 @@ beforeAll(async () => {
   const src = await getSource(env.db, 'chinook');
   if (!src || src.type !== 'postgres') throw new Error('no chinook source');
   proxy = await startProxy({ host: src.settings.host as string, port: src.settings.port as number });
-  await putSource(env.db, { id: src.id, type: src.type, name: src.name, description: src.description, enabled: true, settings: { ...src.settings, port: proxy.port } });
+  // One counted failure opens the circuit: a closed circuit after a call shows nothing of it was counted.
+  await putSource(env.db, { id: src.id, type: src.type, name: src.name, description: src.description, enabled: true, settings: { ...src.settings, port: proxy.port, breaker: { failure_threshold: 1, reset_timeout_ms: 60_000 } } });
 });
 afterAll(async () => {
   await env?.close();
@@ -159,4 +160,38 @@ test('(3) a connection that dies mid-result, after rows started, is not retried:
   // Not run again: no connection was opened for it.
   expect(proxy.connections).toBe(through);
   expect(await toolEventsSince(mark)).toEqual([{ tool: 'interlock_query', decision: 'failed', reason_code: 'tool_execution_failed', row_count: null }]);
+  // Counted, as before (the threshold is 1).
+  expect(circuit()).toBe('open');
+});
+
+test('(5) when the connection the read runs on again cannot be had either, the read answers source_unavailable, counted (nothing was run)', async () => {
+  const src = await getSource(env.db, 'chinook');
+  if (!src || src.type !== 'postgres') throw new Error('no chinook source');
+  // New settings, new connector: a closed circuit and an empty pool (the previous test opened its circuit).
+  await putSource(env.db, { id: src.id, type: src.type, name: src.name, description: src.description, enabled: true, settings: { ...src.settings, breaker: { failure_threshold: 1, reset_timeout_ms: 59_000 } } });
+  const before = proxy.connections;
+  expect(sc(await query('SELECT 7 AS n')).rows).toEqual([{ n: 7 }]);
+  expect(proxy.connections).toBeGreaterThan(before);
+  expect(circuit()).toBe('closed');
+  proxy.holdIdle();
+  expect(await terminateIdle(env.demo.readerRole)).toBeGreaterThanOrEqual(1);
+  // The idle connections stay (their FATAL held back); new ones are closed at once.
+  proxy.setDown(true, false);
+  try {
+    const mark = await auditMark();
+    const r = await query('SELECT 8 AS n');
+    expect(r.body.result.isError).toBe(true);
+    expect(sc(r)).toEqual({
+      status: 'unavailable',
+      code: 'source_unavailable',
+      message:
+        "The source database cannot be reached now (its server refuses or drops connections, is shutting down or starting up, does not accept the gateway's credentials, or its database is missing); nothing was run. Try again later; an operator can see why in the gateway log.",
+      request_id: expect.stringMatching(/^req_/),
+    });
+    expect(JSON.stringify(r.body)).not.toMatch(/tool_execution_failed|57P01|terminating|Connection terminated/);
+    expect(await toolEventsSince(mark)).toEqual([{ tool: 'interlock_query', decision: 'refused', reason_code: 'source_unavailable', row_count: null }]);
+    expect(circuit()).toBe('open');
+  } finally {
+    proxy.setDown(false);
+  }
 });
