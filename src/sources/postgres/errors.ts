@@ -321,6 +321,30 @@ export function isSourceUnreachable(err: unknown): boolean {
 }
 
 /**
+ * SQLSTATEs of the FATAL a server sends when it ends a session that did nothing wrong: 57P01
+ * admin_shutdown (pg_terminate_backend, a fast or smart shutdown), 57P02 crash_shutdown, 57P03
+ * cannot_connect_now, 57P05 idle_session_timeout (PostgreSQL 14+).
+ */
+const SESSION_ENDED_CODES: ReadonlySet<string> = new Set(['57P01', '57P02', '57P03', '57P05']);
+/** Node socket error codes of a connection the other side had closed before it read what was sent. */
+const CONNECTION_LOST_CODES: ReadonlySet<string> = new Set(['ECONNRESET', 'EPIPE', 'ECONNABORTED']);
+
+/**
+ * True when `err`, the first thing a call on an open connection got back (its caller checks that
+ * nothing else came first), says the session was gone before the server could run what the call
+ * sent: a FATAL of SESSION_ENDED_CODES (the server flushes what it had buffered for a statement
+ * before its FATAL, so a FATAL with nothing before it ended the session before the statement ran),
+ * or a reset or broken socket (ECONNRESET, EPIPE, ECONNABORTED: the other side had closed without
+ * reading what was sent, a server process gone or a middlebox that dropped the flow). Not pg's
+ * "Connection terminated unexpectedly" (the socket's plain end): a server executing a statement has
+ * not flushed anything yet either, so a connection cut mid-statement looks the same (task hidle).
+ */
+export function isConnectionLost(err: unknown): boolean {
+  if (isServerError(err)) return isFatalServerError(err) && SESSION_ENDED_CODES.has(err.code);
+  return isErrorLike(err) && typeof err.code === 'string' && CONNECTION_LOST_CODES.has(err.code);
+}
+
+/**
  * Classifies a raw failure into a SourceError (safe message, raw error kept as `cause`).
  *
  * - cancelled by the caller → `cancelled` (not a source failure).

@@ -15,7 +15,7 @@
 import type pg from 'pg';
 import type { Logger } from 'pino';
 import type { StatementCanceller } from './cancel';
-import { SourceError, isFatalServerError, isServerError, localFailure, type FailurePhase } from './errors';
+import { SourceError, isConnectionLost, isFatalServerError, isServerError, localFailure, type FailurePhase } from './errors';
 import { isStaleStatementError, PortalRead, type ReadOptions, type ReadResult } from './portal-read';
 import { SessionSettingsMismatch } from './session-settings';
 import { guardOf, type SourcePools } from './pools';
@@ -96,13 +96,38 @@ export function runRead(ctx: StatementContext, sql: string, values: unknown[], o
   return readFrom(ctx, sql, values, opts, performance.now());
 }
 
+/** performance.now() when a pooled connection was verified after connecting (pinned-client.ts; 0 if unknown). */
+export function connectedAt(client: pg.PoolClient): number {
+  return (client as unknown as { verifiedAt?: number }).verifiedAt ?? 0;
+}
+
 /**
  * runRead on a connection whose lookup path is `opts.searchPath` (red team rt42 G3): a connection
  * verified before `began` with another path is dropped and another taken (each pass drops one, so
  * this ends); one verified since, with another path, fails the read `session_settings_mismatch`:
  * the source's reader now resolves unqualified names elsewhere than the scan did.
+ *
+ * A pooled connection the server ended while it sat idle (task hidle: pg_terminate_backend,
+ * idle_session_timeout, a restart, a pooler in between dropping it) is still in the pool until its
+ * FATAL or the socket's end is read, which happens asynchronously: a read that takes it in between
+ * sends its statement into a closed session and reads the FATAL (57P01, 57P05) or a reset as its
+ * own answer. When the connection was lost so (errors.ts isConnectionLost: a session-ending FATAL,
+ * ECONNRESET, EPIPE) before the server answered any message of the read (its wire meter counted no
+ * answer: no ParseComplete, BindComplete, RowDescription, DataRow, CommandComplete or
+ * ReadyForQuery; the server flushes those before a FATAL), the server ran nothing of it; when the
+ * connection also predates the read (it sat in the pool), the read runs again on another
+ * connection. A plain end of the socket with nothing before it is not retried: a server busy with
+ * the statement has flushed nothing yet either (test/integration/sources/read.test.ts, a connection
+ * cut mid-query). Safe because a read is read-only (reader role, read-only session, nothing committed),
+ * and only when nothing came back, so no caller ever sees a row twice or a result that started on
+ * one connection and ended on another; a read whose rows had started fails as before. Every
+ * further pass needs a connection verified before `deadSince` (the first loss: others idle then may
+ * have been ended with it) and drops it (so this ends: at most pool_size + 1 passes); a connection
+ * opened since that is lost before any answer fails the read `source_unavailable` (nothing was run;
+ * counts against the circuit). The lost connections themselves are never counted: the breaker sees
+ * only the read's final outcome (connector.ts runs the whole of runRead inside it).
  */
-function readFrom(ctx: StatementContext, sql: string, values: unknown[], opts: ReadOptions, began: number): Promise<ReadResult> {
+function readFrom(ctx: StatementContext, sql: string, values: unknown[], opts: ReadOptions, began: number, deadSince: number | null = null, passes = 0): Promise<ReadResult> {
   const signal = opts.signal;
   // New connections start on the analysed path (startup search_path, task hrt42); a changed path retires the old ones.
   ctx.pools.pinSearchPath(opts.searchPath);
@@ -152,6 +177,19 @@ function readFrom(ctx: StatementContext, sql: string, values: unknown[], opts: R
             },
             (loadErr: unknown) => finish(loadErr),
           );
+          return;
+        }
+        if (err !== null && !reparsed && !typesLoaded && guard.meter.answered === 0 && isConnectionLost(err)) {
+          // The connection was lost before the server answered anything of this read (see readFrom).
+          settle();
+          client.release(true);
+          const since = deadSince ?? began;
+          if (connectedAt(client) < since && passes < ctx.s.poolSize) {
+            ctx.logger?.info({ err, pool: 'reader', pass: passes + 1 }, 'pooled source connection had ended while idle; the read runs on another');
+            resolve(readFrom(ctx, sql, values, opts, began, deadSince ?? performance.now(), passes + 1));
+            return;
+          }
+          reject(ctx.fail(new SourceError('source_unavailable', { cause: err, sourceFailure: true }), 'query'));
           return;
         }
         settle();

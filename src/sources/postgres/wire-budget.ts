@@ -22,6 +22,15 @@ import type { EventEmitter } from 'node:events';
 /** Code of a DataRow message. */
 export const DATA_ROW = 0x44; // 'D'
 
+/**
+ * Codes of backend messages that answer nothing the client sent: ErrorResponse ('E': also the FATAL
+ * a server sends when it ends a session), NoticeResponse ('N'), ParameterStatus ('S') and
+ * NotificationResponse ('A'). Every other message answers a command (WireMeter.answered).
+ */
+function unsolicited(code: number): boolean {
+  return code === 0x45 || code === 0x4e || code === 0x53 || code === 0x41;
+}
+
 /** Per-message cap while no call is armed (bytes): startup, notices, parameter status (issue 10). */
 export const IDLE_MESSAGE_CAP = 1024 * 1024;
 
@@ -54,6 +63,7 @@ export class WireMeter {
   private headerFill = 0;
   private bodyLeft = 0;
   private total = 0;
+  private answers = 0;
   private budget = IDLE_MESSAGE_CAP;
   private armed = false;
   private trippedAt: WireTrip | null = null;
@@ -62,6 +72,7 @@ export class WireMeter {
   arm(budget: number): void {
     this.budget = budget;
     this.total = 0;
+    this.answers = 0;
     this.armed = true;
   }
 
@@ -85,6 +96,16 @@ export class WireMeter {
   /** DataRow bytes seen since the meter was armed. */
   get dataRowBytes(): number {
     return this.total;
+  }
+
+  /**
+   * Backend messages that answer a command (anything but an ErrorResponse, notice, parameter
+   * status or notification: ParseComplete, BindComplete, RowDescription, DataRow, CommandComplete,
+   * ReadyForQuery…) whose header arrived since the meter was armed. 0 when a call's connection was
+   * lost: the server answered nothing the call sent (task hidle, read.ts retryOnAnother).
+   */
+  get answered(): number {
+    return this.answers;
   }
 
   /** Reads `chunk`: `forward` leading bytes may go to the parser; `trip` is set on the chunk where the guard trips. */
@@ -117,6 +138,7 @@ export class WireMeter {
         return { forward: i, trip: this.trippedAt };
       }
       if (row && this.armed) this.total += size;
+      if (!unsolicited(code)) this.answers++;
       this.bodyLeft = len - 4;
     }
     return { forward: n, trip: null };

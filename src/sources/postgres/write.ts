@@ -3,9 +3,9 @@
  * internal code (the catalog scanner), each under a wire budget (wire-budget.ts).
  */
 import type pg from 'pg';
-import { SourceError, isFatalServerError, isServerError, localFailure } from './errors';
+import { SourceError, isConnectionLost, isFatalServerError, isServerError, localFailure } from './errors';
 import { guardOf, wireError } from './pools';
-import { GUARD_SQLSTATE, WATCHDOG_GRACE_MS, watchdogFailure, type StatementContext } from './read';
+import { GUARD_SQLSTATE, WATCHDOG_GRACE_MS, connectedAt, watchdogFailure, type StatementContext } from './read';
 import type { ReadGuard } from './portal-read';
 import type { ClientInternals } from './wire';
 import { MAPPED_PG_TYPES } from './values';
@@ -79,6 +79,34 @@ export function runWrite(
   settings: ReadonlyArray<readonly [string, string]> = [],
   countChanges = false,
   guard?: ReadGuard,
+): Promise<{ rowCount: number; functionsChanged?: true }> {
+  return writeOn(ctx, sql, values, signal, settings, countChanges, guard, performance.now(), null, 0);
+}
+
+/**
+ * runWrite on one writer connection. A pooled connection the server ended while it sat idle (task
+ * hidle; see read.ts readFrom) fails the write's BEGIN, the first thing sent on it. A write whose
+ * connection was lost (errors.ts isConnectionLost) while its BEGIN was in flight never sent its
+ * statement (run() sends nothing after BEGIN until BEGIN's answer has come), and a transaction of a
+ * lost session is rolled back by the server, so nothing of it ran or can commit: when that
+ * connection predates the write it runs again, from BEGIN, on another connection (each further
+ * pass needs a connection verified before the first loss, `deadSince`, and drops it); on a
+ * connection opened since, it fails `source_unavailable` (nothing was run; counts against the
+ * circuit; the approval records `source_unavailable`, "Nothing was changed"). A connection lost
+ * once the statement was sent is never retried: the write fails as before (rolled back with its
+ * session; never run twice).
+ */
+function writeOn(
+  ctx: StatementContext,
+  sql: string,
+  values: unknown[],
+  signal: AbortSignal | undefined,
+  settings: ReadonlyArray<readonly [string, string]>,
+  countChanges: boolean,
+  guard: ReadGuard | undefined,
+  began: number,
+  deadSince: number | null,
+  passes: number,
 ): Promise<{ rowCount: number; functionsChanged?: true }> {
   return ctx.pools.checkout('writer', signal).then(
     (client) =>
@@ -179,6 +207,19 @@ export function runWrite(
           },
           async (err: unknown) => {
             if (settled) return;
+            if (phase === 'begin' && isConnectionLost(err)) {
+              // Lost before BEGIN was answered: the statement was never sent (see writeOn).
+              settle();
+              client.release(true);
+              const since = deadSince ?? began;
+              if (connectedAt(client) < since && passes < ctx.s.poolSize) {
+                ctx.logger?.info({ err, pool: 'writer', pass: passes + 1 }, 'pooled source connection had ended while idle; the write runs on another (its statement was never sent)');
+                resolve(writeOn(ctx, sql, values, signal, settings, countChanges, guard, began, deadSince ?? performance.now(), passes + 1));
+                return;
+              }
+              reject(ctx.fail(new SourceError('source_unavailable', { cause: err, sourceFailure: true }), 'query'));
+              return;
+            }
             const se = ctx.fail(err, 'query');
             const plain = isServerError(err) && !isFatalServerError(err) && se.code === 'execution_failed' && !se.sourceFailure;
             let keep = false;

@@ -188,15 +188,30 @@ export interface Proxy {
   reset(): void;
   /** Destroys every proxied connection (both sides). */
   cutAll(): void;
-  /** While down, new connections are closed at once and existing ones are cut. */
-  setDown(down: boolean): void;
+  /**
+   * Call while every proxied connection is idle (at a message boundary): the next answer a server
+   * sends is forwarded up to and including its first DataRow, then that connection is cut (both
+   * sides, nothing more forwarded): a connection dying mid-result, after rows started (task hidle).
+   */
+  cutAfterFirstRow(): void;
+  /**
+   * Holds back what the servers of the connections open now send (data and their closing) until
+   * the proxy's client next writes on that connection; then forwards it all at once (and the close)
+   * and proxies as usual. Stages a session the server ended while the client's pool held it idle,
+   * whose FATAL and socket end the client reads only after it sent its next statement (task hidle;
+   * in the field: the checkout falling between the server's termination and the client's reading of it).
+   */
+  holdIdle(): void;
+  /** While down, new connections are closed at once and existing ones are cut (left open with `cutOpen` false). */
+  setDown(down: boolean, cutOpen?: boolean): void;
   close(): Promise<void>;
 }
 
 /** Starts a proxy on 127.0.0.1 forwarding to `target`. */
 export function startProxy(target: { host: string; port: number }): Promise<Proxy> {
   const pairs = new Set<[net.Socket, net.Socket]>();
-  const st = { connections: 0, flights: 0, clientMessages: [] as string[], down: false };
+  const holding = new Set<net.Socket>();
+  const st = { connections: 0, flights: 0, clientMessages: [] as string[], down: false, cutAfterRow: false };
   const server = net.createServer((client) => {
     st.connections++;
     if (st.down) {
@@ -227,27 +242,53 @@ export function startProxy(target: { host: string; port: number }): Promise<Prox
         pending = pending.subarray(len + 1);
       }
     };
+    /** What holdIdle held back of the server's side, and whether the server closed meanwhile. */
+    const idleHeld: Buffer[] = [];
+    let upstreamGone = false;
     client.on('data', (d: Buffer) => {
       if (!lastFromClient) st.flights++;
       lastFromClient = true;
       parseClient(d);
-      upstream.write(d);
+      if (holding.delete(client)) {
+        for (const b of idleHeld.splice(0)) client.write(b);
+        if (upstreamGone) return void client.end(() => end());
+      }
+      if (!upstreamGone) upstream.write(d);
     });
+    let held = Buffer.alloc(0);
     upstream.on('data', (d: Buffer) => {
       lastFromClient = false;
-      client.write(d);
+      if (holding.has(client)) return void idleHeld.push(d);
+      if (!st.cutAfterRow) return void client.write(d);
+      held = Buffer.concat([held, d]);
+      for (let at = 0; held.length >= at + 5; ) {
+        const next = at + 1 + held.readInt32BE(at + 1);
+        if (held.length < next) break;
+        if (held[at] === 0x44) {
+          st.cutAfterRow = false;
+          client.write(held.subarray(0, next), () => end());
+          return;
+        }
+        at = next;
+      }
     });
     const end = () => {
+      holding.delete(client);
       client.destroy();
       upstream.destroy();
       pairs.delete(pair);
     };
+    const upstreamEnded = () => {
+      upstreamGone = true;
+      if (!holding.has(client)) end();
+    };
     client.on('close', end);
-    upstream.on('close', end);
+    upstream.on('close', upstreamEnded);
     client.on('error', end);
-    upstream.on('error', end);
+    upstream.on('error', upstreamEnded);
   });
   const cutAll = () => {
+    holding.clear();
     for (const [a, b] of pairs) {
       a.destroy();
       b.destroy();
@@ -272,9 +313,15 @@ export function startProxy(target: { host: string; port: number }): Promise<Prox
           st.clientMessages = [];
         },
         cutAll,
-        setDown(down: boolean) {
+        cutAfterFirstRow() {
+          st.cutAfterRow = true;
+        },
+        holdIdle() {
+          for (const [c] of pairs) holding.add(c);
+        },
+        setDown(down: boolean, cutOpen = true) {
           st.down = down;
-          if (down) cutAll();
+          if (down && cutOpen) cutAll();
         },
         close: () =>
           new Promise<void>((r) => {

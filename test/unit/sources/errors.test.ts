@@ -10,6 +10,7 @@ import {
   SourceError,
   classifyFailure,
   defaultMessage,
+  isConnectionLost,
   isTlsFailure,
   sqlStateClassName,
   CONTRACT_CODE,
@@ -222,5 +223,24 @@ describe('connectFailureText (operators\' messages: no driver text, host, port o
     [new Error('something at 10.0.0.7:5432'), 'the connection failed'],
   ])('%s → %s', (err, text) => {
     expect(connectFailureText(err)).toBe(text);
+  });
+});
+
+describe('isConnectionLost (task hidle: a session gone before the server ran what was sent)', () => {
+  test.each(['57P01', '57P02', '57P03', '57P05'])('a FATAL %s ended the session', (code) => {
+    expect(isConnectionLost(serverError(code, 'terminating connection', 'FATAL'))).toBe(true);
+  });
+  test.each(['ECONNRESET', 'EPIPE', 'ECONNABORTED'])('a socket %s: the other side had closed', (code) => {
+    expect(isConnectionLost(sysError('read ' + code, { code }))).toBe(true);
+  });
+  test('not: the same codes as an ERROR, other FATALs, statement errors, a plain end of the socket, timeouts', () => {
+    expect(isConnectionLost(serverError('57P01', 'x', 'ERROR'))).toBe(false);
+    expect(isConnectionLost(serverError('08P01', 'x', 'FATAL'))).toBe(false);
+    expect(isConnectionLost(serverError('25P03', 'x', 'FATAL'))).toBe(false);
+    expect(isConnectionLost(serverError('57014'))).toBe(false);
+    expect(isConnectionLost(new Error('Connection terminated unexpectedly'))).toBe(false);
+    expect(isConnectionLost(sysError('connect ETIMEDOUT', { code: 'ETIMEDOUT' }))).toBe(false);
+    expect(isConnectionLost(new SourceError('cancelled'))).toBe(false);
+    expect(isConnectionLost(undefined)).toBe(false);
   });
 });

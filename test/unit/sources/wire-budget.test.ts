@@ -23,6 +23,23 @@ function header(code: string, bodyLength: number): Buffer {
 }
 
 describe('WireMeter', () => {
+  test('answered counts messages that answer a command since arm, not ErrorResponse, notices, parameter status or notifications (task hidle)', () => {
+    const m = new WireMeter();
+    m.feed(msg('Z', 1));
+    m.arm(1000);
+    expect(m.answered).toBe(0);
+    m.feed(Buffer.concat([msg('N', 10), msg('S', 10), msg('A', 10), msg('E', 30)]));
+    expect(m.answered).toBe(0);
+    m.feed(Buffer.concat([msg('1', 0), msg('2', 0)]));
+    expect(m.answered).toBe(2);
+    m.feed(header('D', 8).subarray(0, 3));
+    expect(m.answered).toBe(2);
+    m.feed(Buffer.concat([header('D', 8).subarray(3), Buffer.alloc(8)]));
+    expect(m.answered).toBe(3);
+    m.arm(1000);
+    expect(m.answered).toBe(0);
+  });
+
   test('forwards whole messages within the budget and counts DataRow bytes only', () => {
     const m = new WireMeter();
     m.arm(100);
