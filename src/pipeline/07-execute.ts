@@ -37,14 +37,21 @@ export interface QueryConnector {
    * A guard for `read` that proves, in the read's own round trip and right before the statement,
    * that the functions and operators of every name the analysis `names` looks up (`resolvedNames`),
    * and of every user function it runs (`userFunctions`), are still exactly the ones `catalog`
-   * recorded in every schema but pg_catalog (tasks hf5, hg1; src/sources/postgres/function-guard.ts);
+   * recorded in the schemas PostgreSQL could resolve each from (the reader's pinned search path for
+   * an unqualified name, the named schema for a qualified one, a user function's own schema), but
+   * pg_catalog (tasks hf5, hg1, hg2; src/sources/postgres/function-guard.ts);
    * when they are not, the statement is not run and the read resolves with `functionsChanged`.
    * `rowShapes` (task hrt42, `SqlAnalysisOk.rowShapes`): the same guard also proves those relations'
    * columns are the scanned ones (src/sources/postgres/shape-guard.ts). Null for none (nothing sent).
    */
   functionGuard?(
     catalog: SourceCatalog,
-    names: { userFunctions?: ReadonlyArray<{ schema: string; name: string }>; resolvedNames?: { functions: ReadonlyArray<string>; operators: ReadonlyArray<string> } } | undefined,
+    names:
+      | {
+          userFunctions?: ReadonlyArray<{ schema: string; name: string }>;
+          resolvedNames?: { functions: ReadonlyArray<string>; operators: ReadonlyArray<string>; qualifiedFunctions?: ReadonlyArray<{ schema: string; name: string }>; qualifiedOperators?: ReadonlyArray<{ schema: string; name: string }> };
+        }
+      | undefined,
     rowShapes?: ReadonlyArray<{ schema: string; name: string }>,
   ): { text: string; values: string[] } | null;
   /**

@@ -268,7 +268,17 @@ export function analyzeSql(sql: string, catalog: SourceCatalog | PreparedCatalog
     ...(a.functionReads.size ? { functionReads: [...a.functionReads.values()] } : {}),
     ...(a.userFunctions.size ? { userFunctions: [...a.userFunctions.values()].sort((x, y) => (x.schema + '.' + x.name).localeCompare(y.schema + '.' + y.name)) } : {}),
     ...(a.rowShapes.size ? { rowShapes: [...a.rowShapes.values()].sort((x, y) => (x.schema + '.' + x.name).localeCompare(y.schema + '.' + y.name)) } : {}),
-    ...(a.functionNames.size || a.operatorNames.size ? { resolvedNames: { functions: [...a.functionNames].sort(), operators: [...a.operatorNames].sort() } } : {}),
+    ...(a.functionNames.size || a.operatorNames.size || a.qualifiedFunctionNames.size || a.qualifiedOperatorNames.size
+      ? {
+          resolvedNames: {
+            functions: [...a.functionNames].sort(),
+            operators: [...a.operatorNames].sort(),
+            // Present only when not empty, so stored analyses without qualified names stay as they were.
+            ...(a.qualifiedFunctionNames.size ? { qualifiedFunctions: bySchemaName(a.qualifiedFunctionNames) } : {}),
+            ...(a.qualifiedOperatorNames.size ? { qualifiedOperators: bySchemaName(a.qualifiedOperatorNames) } : {}),
+          },
+        }
+      : {}),
     fingerprint: '',
     paramCount: a.maxParam,
   } as SqlAnalysisOk;
@@ -326,6 +336,14 @@ function lazyFingerprint(sql: string): string {
  */
 export function filterColumns(analysis: SqlAnalysis): ColumnRef[] {
   return analysis.ok ? analysis.filterSources : [];
+}
+
+/** The values of a `schema\u0000name`-keyed map, sorted by schema then name (UTF-16 order, as the keys). */
+function bySchemaName(m: ReadonlyMap<string, { schema: string; name: string }>): Array<{ schema: string; name: string }> {
+  return [...m.keys()].sort().map((k) => {
+    const v = m.get(k)!;
+    return { schema: v.schema, name: v.name };
+  });
 }
 
 function refuse(code: Exclude<SqlAnalysis, { ok: true }>['code'], message: string): SqlAnalysis {

@@ -53,6 +53,14 @@ export interface FunctionReads {
    * runs the call (task hf5, `SqlAnalysisOk.userFunctions`).
    */
   functions: RelationName[];
+  /**
+   * The function and operator names the string bodies of those functions look up when they run,
+   * each with every schema (but `pg_catalog` and `information_schema`) PostgreSQL could resolve it
+   * from: the one it is qualified with, else every schema of the body's lookup paths (its pinned
+   * `search_path`, else the reader's; task hg2). Their definitions there must still be the scanned
+   * ones (`SqlAnalysisOk.resolvedNames.qualifiedFunctions`/`qualifiedOperators`), sorted by schema then name.
+   */
+  lookups: { functions: RelationName[]; operators: RelationName[] };
 }
 
 /** Most distinct functions followed from one call; beyond it the call is opaque. */
@@ -64,6 +72,8 @@ interface Direct {
   calls: Set<string>;
   opaque: string | null;
   securityDefiner: boolean;
+  /** Function (`f`) and operator (`o`) names its string body looks up, as `fnKey(schema, name)` (see `FunctionReads.lookups`). */
+  lookups: { f: Set<string>; o: Set<string> };
 }
 
 const directCache = new WeakMap<PreparedCatalog, Map<string, Direct>>();
@@ -88,6 +98,8 @@ export function functionReads(cat: PreparedCatalog, schema: string, name: string
   const relations = new Map<string, RelationName>();
   let opaque: string | null = null;
   let securityDefiner = false;
+  const lookF = new Set<string>();
+  const lookO = new Set<string>();
   const seen = new Set<string>([key]);
   const queue = [key];
   while (queue.length && opaque === null) {
@@ -100,6 +112,8 @@ export function functionReads(cat: PreparedCatalog, schema: string, name: string
       break;
     }
     for (const [rk, r] of d.relations) relations.set(rk, r);
+    for (const l of d.lookups.f) lookF.add(l);
+    for (const l of d.lookups.o) lookO.add(l);
     for (const c of d.calls) {
       if (seen.has(c)) continue;
       seen.add(c);
@@ -114,13 +128,17 @@ export function functionReads(cat: PreparedCatalog, schema: string, name: string
     relations: opaque === null ? [...relations.values()].sort((a, b) => (a.schema + '.' + a.name).localeCompare(b.schema + '.' + b.name)) : [],
     opaque,
     securityDefiner,
-    functions: [...seen].sort().map((k) => {
-      const [s, n] = k.split('\u0000');
-      return { schema: s, name: n };
-    }),
+    functions: [...seen].sort().map(splitKey),
+    lookups: { functions: [...lookF].sort().map(splitKey), operators: [...lookO].sort().map(splitKey) },
   };
   memo.set(key, out);
   return out;
+}
+
+/** `fnKey`'s inverse. */
+function splitKey(k: string): RelationName {
+  const [schema, name] = k.split('\u0000');
+  return { schema, name };
 }
 
 /** The direct facts of function `k` (memoised). */
@@ -129,7 +147,7 @@ function direct(cat: PreparedCatalog, k: string): Direct {
   if (!memo) directCache.set(cat, (memo = new Map()));
   const hit = memo.get(k);
   if (hit) return hit;
-  const d: Direct = { relations: new Map(), calls: new Set(), opaque: null, securityDefiner: false };
+  const d: Direct = { relations: new Map(), calls: new Set(), opaque: null, securityDefiner: false, lookups: { f: new Set(), o: new Set() } };
   try {
     computeDirect(cat, k, d);
   } catch {
@@ -138,6 +156,8 @@ function direct(cat: PreparedCatalog, k: string): Direct {
   if (d.opaque !== null) {
     d.relations.clear();
     d.calls.clear();
+    d.lookups.f.clear();
+    d.lookups.o.clear();
   }
   memo.set(k, d);
   return d;
@@ -351,6 +371,8 @@ function stringBody(cat: PreparedCatalog, r: CatalogRoutine, d: Direct): boolean
   for (const parts of funcs) {
     const fname = parts[parts.length - 1];
     const schemas = parts.length === 2 ? [parts[0]] : anyPath;
+    // Where the body's call may resolve when it runs: a function created there later must trip the guard (task hg2).
+    for (const s of schemas) if (!BUILTIN_SCHEMAS.has(s)) d.lookups.f.add(fnKey(s, fname));
     const found = (cat.functionsByName.get(fname) ?? []).filter((f) => schemas.includes(f.schema));
     if (found.length === 0) return !(d.opaque = `calls ${parts.join('.')}, which is not in the source catalogue`);
     // Any candidate may be chosen by argument types: every one counts.
@@ -359,6 +381,7 @@ function stringBody(cat: PreparedCatalog, r: CatalogRoutine, d: Direct): boolean
   for (const parts of opers) {
     const oname = parts[parts.length - 1];
     const schemas = parts.length === 2 ? [parts[0]] : anyPath;
+    for (const s of schemas) if (!BUILTIN_SCHEMAS.has(s)) d.lookups.o.add(fnKey(s, oname));
     for (const o of cat.source.operatorCode ?? []) {
       if (o[1] !== oname || !schemas.includes(o[0])) continue;
       if (o[4] === null || o[5] === null) return !(d.opaque = `uses operator ${oname}, which has no implementation`);

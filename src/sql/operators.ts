@@ -55,9 +55,16 @@ export type OperatorForm =
 /**
  * What `use` decided: a refusal (agent-facing text), or allowed (`cacheable` false when a non-built-in
  * operator may run; `names`: every operator name the form makes PostgreSQL look up, implicit ones
- * included (`=` of IN, CASE and USING; `>=`/`<=` of BETWEEN), but those qualified with `pg_catalog`).
+ * included (`=` of IN, CASE and USING; `>=`/`<=` of BETWEEN), but those qualified with `pg_catalog`,
+ * each with the schema it is qualified with (`OPERATOR(s.=)`), null when looked up through the path).
  */
-export type OperatorDecision = { refusal: string } | { refusal: null; cacheable: boolean; user: ReadonlyArray<UserOperator>; names: ReadonlyArray<string> };
+export type OperatorDecision = { refusal: string } | { refusal: null; cacheable: boolean; user: ReadonlyArray<UserOperator>; names: ReadonlyArray<LookedUpName> };
+
+/** An operator or function name PostgreSQL looks up: in `schema` when the statement qualifies it, else (null) through the search path (task hg2). */
+export interface LookedUpName {
+  schema: string | null;
+  name: string;
+}
 
 /** An operator outside `pg_catalog` a use may run (task hfn: its function's reads count), by schema, name and operand type oids (0 = none). */
 export interface UserOperator {
@@ -68,7 +75,7 @@ export interface UserOperator {
 }
 
 /** What a resolution collects: whether the statement stays cacheable, the user operators that may run, and the names looked up. */
-type Acc = { cacheable: boolean; user: UserOperator[]; names: string[] };
+type Acc = { cacheable: boolean; user: UserOperator[]; names: LookedUpName[] };
 
 const BOOL = 16;
 const INT4 = 23;
@@ -332,7 +339,7 @@ export class OperatorResolver {
     if (!j.cacheable) acc.cacheable = false;
     for (const u of j.user) acc.user.push(u);
     // A name qualified with pg_catalog is looked up there only, where nobody but a superuser creates.
-    if (!(parts.length === 2 && parts[0] === 'pg_catalog')) acc.names.push(parts[parts.length - 1]);
+    if (!(parts.length === 2 && parts[0] === 'pg_catalog')) acc.names.push({ schema: parts.length === 2 ? parts[0] : null, name: parts[parts.length - 1] });
     return j;
   }
 

@@ -193,18 +193,28 @@ export interface SqlAnalysisOk {
    */
   rowShapes?: Array<{ schema: string; name: string }>;
   /**
-   * The function and operator names PostgreSQL looks up when it runs the statement (task hg1), each
-   * once, sorted: every called function name and every operator name, implicit ones included (`=`
-   * of IN, simple CASE, NULLIF, IS DISTINCT FROM and JOIN USING; `>=`/`<=` of BETWEEN; `~~` of
-   * LIKE), built-ins included, but those qualified with `pg_catalog`. A function or operator of
-   * such a name created, renamed or moved after the scan in any schema may win PostgreSQL's
+   * The function and operator names PostgreSQL looks up when it runs the statement (tasks hg1,
+   * hg2), each once: every called function name and every operator name, implicit ones included
+   * (`=` of IN, simple CASE, NULLIF, IS DISTINCT FROM and JOIN USING; `>=`/`<=` of BETWEEN; `~~` of
+   * LIKE), built-ins included, but those qualified with `pg_catalog`. `functions` and `operators`
+   * (sorted): the names looked up through the reader's search path (unqualified);
+   * `qualifiedFunctions` and `qualifiedOperators` (sorted by schema, then name; present only when
+   * not empty): names looked up in one schema, qualified in the statement (`s.f(…)`,
+   * `OPERATOR(s.=)`) or looked up by the string body of a user function the statement may run
+   * (each schema of that body's lookup path). A function or operator of such a name created,
+   * renamed or moved after the scan into a schema PostgreSQL resolves it from may win its
    * resolution (an exact argument-type match beats a built-in reached by coercion; a schema
    * earlier on the path hides a later one), so the read checks on the server, right before the
-   * statement, that the non-`pg_catalog` functions and operators of every name are still exactly
-   * the scanned ones (src/sources/postgres/function-guard.ts); a difference refuses the statement
-   * `catalog_stale`. Absent when the statement looks up no name.
+   * statement, that the functions and operators of every name in those schemas (the path's, or
+   * the named one) are still exactly the scanned ones (src/sources/postgres/function-guard.ts); a
+   * difference refuses the statement `catalog_stale`. Absent when the statement looks up no name.
    */
-  resolvedNames?: { functions: string[]; operators: string[] };
+  resolvedNames?: {
+    functions: string[];
+    operators: string[];
+    qualifiedFunctions?: Array<{ schema: string; name: string }>;
+    qualifiedOperators?: Array<{ schema: string; name: string }>;
+  };
   /**
    * libpg-query fingerprint (16 hex digits; constants, comments and layout ignored). Computed on
    * first access (it costs a second parse), then cached; enumerable, so it serialises normally.

@@ -28,8 +28,9 @@ function resolveFunction(st: WalkState, parts: string[]): PreparedRoutine {
   const name = parts[parts.length - 1];
   const schema = parts.length === 2 ? parts[0] : undefined;
   // PostgreSQL looks the name up in every schema of the path (or the one named): the read checks
-  // that no candidate appeared since the scan (task hg1). pg_catalog: only a superuser creates there.
-  if (schema !== 'pg_catalog') st.functionNames.add(name);
+  // that no candidate appeared there since the scan (tasks hg1, hg2). pg_catalog: only a superuser creates there.
+  if (schema === undefined) st.functionNames.add(name);
+  else if (schema !== 'pg_catalog') st.qualifiedFunctionNames.set(schema + '\u0000' + name, { schema, name });
   const denied = deniedFunctionReason(name);
   if (denied) throw new Refusal('function_not_allowed', `function ${q(name)} is not allowed: it ${denied}`);
   const all = st.cat.functionsByName.get(name);

@@ -35,7 +35,8 @@ export function checkOperator(st: WalkState, nameList: N[] | undefined): void {
   if (!ops) return;
   const name = parts[parts.length - 1];
   const schema = parts.length === 2 ? parts[0] : undefined;
-  if (schema !== 'pg_catalog') st.operatorNames.add(name);
+  if (schema === undefined) st.operatorNames.add(name);
+  else if (schema !== 'pg_catalog') st.qualifiedOperatorNames.set(schema + '\u0000' + name, { schema, name });
   const all = ops.get(name);
   let found = false;
   if (all) {
@@ -57,7 +58,10 @@ export function checkOperator(st: WalkState, nameList: N[] | undefined): void {
 export function operatorUse(st: WalkState, form: OperatorForm): void {
   const d = st.ops!.use(form);
   if (d.refusal !== null) throw new Refusal('function_not_allowed', d.refusal);
-  for (const n of d.names) st.operatorNames.add(n);
+  for (const n of d.names) {
+    if (n.schema === null) st.operatorNames.add(n.name);
+    else st.qualifiedOperatorNames.set(n.schema + '\u0000' + n.name, { schema: n.schema, name: n.name });
+  }
   // The resolver marks a use not cacheable exactly when an operator outside pg_catalog may run.
   if (!d.cacheable) {
     st.cacheable = false;

@@ -133,9 +133,12 @@ export interface WalkState {
   readonly userFunctions: Map<string, { schema: string; name: string }>;
   /** Relations whose whole row shape the statement depends on, keyed by `schema\u0000name` (see `SqlAnalysisOk.rowShapes`). */
   readonly rowShapes: Map<string, { schema: string; name: string }>;
-  /** Function and operator names PostgreSQL looks up for the statement (see `SqlAnalysisOk.resolvedNames`). */
+  /** Function and operator names PostgreSQL looks up for the statement through the search path (see `SqlAnalysisOk.resolvedNames`). */
   readonly functionNames: Set<string>;
   readonly operatorNames: Set<string>;
+  /** Names looked up in one schema (qualified in the statement, or in a user function's string body), keyed by `schema\u0000name` (`resolvedNames.qualifiedFunctions`/`qualifiedOperators`). */
+  readonly qualifiedFunctionNames: Map<string, { schema: string; name: string }>;
+  readonly qualifiedOperatorNames: Map<string, { schema: string; name: string }>;
   readonly filter: Map<string, ColumnRef>;
   /** Columns whose values are used other than as a top-level passthrough output (see `SqlAnalysisOk.nonOutputUses`). */
   readonly nonOutput: Map<string, ColumnRef>;
@@ -187,6 +190,8 @@ export function newWalkState(cat: PreparedCatalog, budget: number, viewBody: boo
     rowShapes: new Map(),
     functionNames: new Set(),
     operatorNames: new Set(),
+    qualifiedFunctionNames: new Map(),
+    qualifiedOperatorNames: new Map(),
     filter: new Map(),
     nonOutput: new Map(),
     countUses: new Map(),

@@ -6,7 +6,7 @@
  * The one place that knows what "filter", "non-output use", "count use" and "written" mean: the
  * family files call `addFilter`, `consume`, `calc`, `written` and `use`, never the maps directly.
  */
-import { functionReads } from '../function-reads';
+import { type FunctionReads, functionReads } from '../function-reads';
 import { alwaysCode, codeOfColumns, hasTypeCode } from '../type-code';
 import { viewLineage } from '../view-lineage';
 import { type ColumnRef, derive, isPlaceholder, type Lin, LIN_NONE } from '../lineage';
@@ -151,8 +151,9 @@ export function countUse(st: WalkState, l: Lin): void {
 export function functionRead(st: WalkState, schema: string, name: string, operator?: string, opaque?: string): void {
   const key = schema + '\u0000' + name + '\u0000' + (operator ?? '');
   if (st.functionReads.has(key)) return;
-  const r = opaque === undefined ? functionReads(st.cat, schema, name) : { relations: [], opaque, securityDefiner: false, functions: [] };
+  const r = opaque === undefined ? functionReads(st.cat, schema, name) : { relations: [], opaque, securityDefiner: false, functions: [], lookups: { functions: [], operators: [] } };
   for (const f of r.functions) st.userFunctions.set(f.schema + '\u0000' + f.name, f);
+  bodyLookups(st, r.lookups);
   charge(st, 1 + r.functions.length + r.relations.length);
   st.functionReads.set(key, {
     schema,
@@ -162,6 +163,12 @@ export function functionRead(st: WalkState, schema: string, name: string, operat
     ...(r.opaque !== null ? { opaque: r.opaque } : {}),
     ...(r.securityDefiner ? { securityDefiner: true as const } : {}),
   });
+}
+
+/** The names string bodies of functions the statement may run look up, each in its schemas (task hg2; `FunctionReads.lookups`). */
+function bodyLookups(st: WalkState, l: FunctionReads['lookups']): void {
+  for (const f of l.functions) st.qualifiedFunctionNames.set(f.schema + '\u0000' + f.name, f);
+  for (const o of l.operators) st.qualifiedOperatorNames.set(o.schema + '\u0000' + o.name, o);
 }
 
 /**
@@ -182,7 +189,9 @@ export function viewUserFunctions(st: WalkState): void {
       // does not record, so guarding it would refuse every read of the view (catalog_stale).
       if (s === 'pg_catalog') continue;
       if (!(st.cat.functionsByName.get(n) ?? []).some((f) => f.schema === s)) continue;
-      for (const f of functionReads(st.cat, s, n).functions) st.userFunctions.set(f.schema + '\u0000' + f.name, f);
+      const r = functionReads(st.cat, s, n);
+      for (const f of r.functions) st.userFunctions.set(f.schema + '\u0000' + f.name, f);
+      bodyLookups(st, r.lookups);
     }
   }
 }

@@ -45,6 +45,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { startGovernedEnv, callTool, type GovernedEnv } from '../../helpers/governed';
 import { governAsHrAnalyst } from '../../helpers/hr-analyst';
+import { queryOutcome, settledOutcome } from '../../helpers/stale-reads';
 
 const STALE_CODE = 'catalog_stale';
 
@@ -53,14 +54,7 @@ describe('rt42b: function guard (hf5)', () => {
   let admin: pg.Client;
   let reader: string;
 
-  /** The refusal's code, or the rows when the call was served. */
-  async function outcome(sql: string): Promise<unknown> {
-    const r = await callTool(env, 'interlock_query', { source_id: 'chinook', sql }, env.apiKey);
-    expect(r.status).toBe(200);
-    const res = r.body.result;
-    if (res.isError) return { code: res.structuredContent.code };
-    return res.structuredContent.rows;
-  }
+  const outcome = (sql: string): Promise<unknown> => queryOutcome(env, sql);
 
   beforeAll(async () => {
     env = await startGovernedEnv({ config: { rate_limits: { per_identity: { points: 100000, window_seconds: 60 }, per_source: { points: 100000, window_seconds: 60 } } } });
@@ -89,19 +83,7 @@ describe('rt42b: function guard (hf5)', () => {
     await env?.close();
   });
 
-  /**
-   * The rows of `sql` once the source's catalogue is current again: a rescan an earlier test caused
-   * may still run, or may have recorded a state that test undid (then its analysis, not the guard,
-   * refuses: the source is scanned again here). The waits only stage it.
-   */
-  async function settled(sql: string): Promise<unknown> {
-    for (let i = 0; ; i++) {
-      const r = await outcome(sql);
-      if (i >= 50 || Array.isArray(r)) return r;
-      if (JSON.stringify(r) !== JSON.stringify({ code: STALE_CODE })) await scanSource(env.db, 'chinook');
-      await new Promise((res) => setTimeout(res, 100));
-    }
-  }
+  const settled = (sql: string): Promise<unknown> => settledOutcome(env, sql);
 
   /** After `change` on the source, `sql` is refused catalog_stale and serves no SSN; `undo` runs in any case. */
   async function staleAfter(change: string, sql: string, undo: string): Promise<void> {

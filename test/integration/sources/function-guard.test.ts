@@ -94,31 +94,59 @@ test('beside the hierarchy guard: each trips on its own, and the function guard 
   expect({ changed: r.functionsChanged, tripped: r.guardTripped, rows: r.rowsArray }).toEqual({ changed: true, tripped: undefined, rows: [] });
 });
 
-test('names (task hg1): a new same-named function or operator in any schema trips it; a procedure or another session\'s temporary one does not', async () => {
+test('names (tasks hg1, hg2): a new same-named function or operator in a schema of the reader\'s path trips it; one off the path, a procedure or another session\'s temporary one does not', async () => {
   const names = { resolvedNames: { functions: ['lower'], operators: ['='] } };
   const read = async (cat: SourceCatalog): Promise<unknown> => {
     const r = await c.read("SELECT lower('A') = 'a' AS ok", [], { ...BIG, functionGuard: c.functionGuard(cat, names)! });
     return r.functionsChanged ? 'changed' : r.rowsArray;
   };
   const cat = await scan();
+  expect(cat.searchPath).toEqual(['public']);
   expect(await read(cat)).toEqual([[true]]);
   const other = new Client({ connectionString: src.db.url });
   await other.connect();
   try {
-    await src.admin.query('CREATE SCHEMA IF NOT EXISTS off_path; CREATE PROCEDURE off_path.lower(varchar) LANGUAGE sql AS $$ SELECT 1 $$');
+    await src.admin.query('CREATE SCHEMA IF NOT EXISTS off_path; CREATE PROCEDURE public.lower(varchar) LANGUAGE sql AS $$ SELECT 1 $$');
     await other.query("CREATE FUNCTION pg_temp.lower(varchar) RETURNS text LANGUAGE sql AS $$ SELECT 'x' $$; CREATE FUNCTION pg_temp.teq(varchar, varchar) RETURNS boolean LANGUAGE sql AS $$ SELECT true $$; CREATE OPERATOR pg_temp.= (leftarg = varchar, rightarg = varchar, function = pg_temp.teq)");
     expect(await read(cat)).toEqual([[true]]);
-    for (const [change, undo] of [
-      ['CREATE FUNCTION off_path.lower(text) RETURNS text LANGUAGE sql AS $$ SELECT $1 $$', 'DROP FUNCTION off_path.lower(text)'],
-      ['CREATE OPERATOR off_path.= (leftarg = text, rightarg = text, function = pg_catalog.texteq)', 'DROP OPERATOR off_path.= (text, text)'],
-    ]) {
+    for (const [change, undo, after] of [
+      ['CREATE FUNCTION off_path.lower(text) RETURNS text LANGUAGE sql AS $$ SELECT $1 $$', 'DROP FUNCTION off_path.lower(text)', [[true]]],
+      ['CREATE OPERATOR off_path.= (leftarg = text, rightarg = text, function = pg_catalog.texteq)', 'DROP OPERATOR off_path.= (text, text)', [[true]]],
+      ['CREATE FUNCTION public.lower(text) RETURNS text LANGUAGE sql AS $$ SELECT $1 $$', 'DROP FUNCTION public.lower(text)', 'changed'],
+      ['CREATE OPERATOR public.= (leftarg = text, rightarg = text, function = pg_catalog.texteq)', 'DROP OPERATOR public.= (text, text)', 'changed'],
+    ] as const) {
       await src.admin.query(change);
-      expect([change, await read(cat)]).toEqual([change, 'changed']);
+      expect([change, await read(cat)]).toEqual([change, after]);
       await src.admin.query(undo);
       expect([undo, await read(cat)]).toEqual([undo, [[true]]]);
     }
   } finally {
     await other.end();
-    await src.admin.query('DROP SCHEMA off_path CASCADE');
+    await src.admin.query('DROP SCHEMA off_path CASCADE; DROP PROCEDURE IF EXISTS public.lower(varchar)');
+  }
+});
+
+test('schemas (task hg2): a qualified name is compared in its schema, a user function in its own; the parameters name each schema', async () => {
+  const cat = await scan();
+  // Unqualified: the reader's path; qualified: the named schema; pg_catalog and information_schema never.
+  const g = c.functionGuard(cat, { resolvedNames: { functions: ['lower'], operators: [], qualifiedFunctions: [{ schema: 'off "path', name: 'lower' }, { schema: 'pg_catalog', name: 'upper' }] } })!;
+  expect(g.values).toEqual(['lower', '{"off \\"path","public"}']);
+  expect(c.functionGuard(cat, { resolvedNames: { functions: [], operators: [], qualifiedFunctions: [{ schema: 'information_schema', name: '_pg_expandarray' }] } })).toBeNull();
+  await src.admin.query('CREATE SCHEMA "off ""path"; CREATE SCHEMA other_off');
+  try {
+    const fn = { userFunctions: [{ schema: 'other_off', name: 'fg' }] };
+    const one = async (names: object): Promise<unknown> => {
+      const r = await c.read('SELECT 1 AS one', [], { ...BIG, functionGuard: c.functionGuard(cat, names)! });
+      return r.functionsChanged ? 'changed' : r.rowsArray;
+    };
+    await src.admin.query('CREATE FUNCTION "off ""path".lower(varchar) RETURNS text LANGUAGE sql AS $$ SELECT $1 $$; CREATE FUNCTION public.fg(t text) RETURNS int LANGUAGE sql AS $$ SELECT 1 $$');
+    expect(await one({ resolvedNames: { functions: ['lower'], operators: [] } })).toEqual([[1]]);
+    expect(await one({ resolvedNames: { functions: [], operators: [], qualifiedFunctions: [{ schema: 'off "path', name: 'lower' }] } })).toEqual('changed');
+    // userFunctions other_off.fg: public.fg's new overload is not there; one created in other_off is.
+    expect(await one(fn)).toEqual([[1]]);
+    await src.admin.query('CREATE FUNCTION other_off.fg(t text) RETURNS int LANGUAGE sql AS $$ SELECT 1 $$');
+    expect(await one(fn)).toEqual('changed');
+  } finally {
+    await src.admin.query('DROP SCHEMA "off ""path" CASCADE; DROP SCHEMA other_off CASCADE; DROP FUNCTION IF EXISTS public.fg(text)');
   }
 });

@@ -44,7 +44,8 @@ const reads = (cat: SourceCatalog, name: string, schema = 'public') => functionR
 
 test('a string body reads every relation it names, resolved with the reader path', () => {
   const cat = catalog([sqlFn('public', 'f', 'SELECT ssn FROM employee WHERE emp_id = $1')]);
-  expect(reads(cat, 'f')).toEqual({ relations: [{ schema: 'public', name: 'employee' }], opaque: null, securityDefiner: false, functions: [{ schema: 'public', name: 'f' }] });
+  // Its `=` is looked up in the reader path's schema when it runs (task hg2).
+  expect(reads(cat, 'f')).toEqual({ relations: [{ schema: 'public', name: 'employee' }], opaque: null, securityDefiner: false, functions: [{ schema: 'public', name: 'f' }], lookups: { functions: [], operators: [{ schema: 'public', name: '=' }] } });
 });
 
 test('a pinned search_path resolves the body where PostgreSQL will ($user inside SECURITY DEFINER = the owner)', () => {
@@ -54,15 +55,15 @@ test('a pinned search_path resolves the body where PostgreSQL will ($user inside
     sqlFn('public', 'h', 'SELECT 1 FROM employee', { config: ['search_path="$user", public'] }),
   ]);
   expect(reads(cat, 'f').relations).toEqual([{ schema: 'hr', name: 'employee' }]);
-  expect(reads(cat, 'g')).toEqual({ relations: [{ schema: 'hr', name: 'employee' }], opaque: null, securityDefiner: true, functions: [{ schema: 'public', name: 'g' }] });
+  expect(reads(cat, 'g')).toEqual({ relations: [{ schema: 'hr', name: 'employee' }], opaque: null, securityDefiner: true, functions: [{ schema: 'public', name: 'g' }], lookups: { functions: [], operators: [] } });
   // Outside SECURITY DEFINER $user is the reader role (no schema of that name: public).
   expect(reads(cat, 'h').relations).toEqual([{ schema: 'public', name: 'employee' }]);
 });
 
 test('a pure body reads nothing; a CTE name is not a relation', () => {
   const cat = catalog([sqlFn('public', 'twice', 'SELECT $1 * 2'), sqlFn('public', 'c', 'WITH x AS (SELECT 1 AS a) SELECT a FROM x')]);
-  expect(reads(cat, 'twice')).toEqual({ relations: [], opaque: null, securityDefiner: false, functions: [{ schema: 'public', name: 'twice' }] });
-  expect(reads(cat, 'c')).toEqual({ relations: [], opaque: null, securityDefiner: false, functions: [{ schema: 'public', name: 'c' }] });
+  expect(reads(cat, 'twice')).toEqual({ relations: [], opaque: null, securityDefiner: false, functions: [{ schema: 'public', name: 'twice' }], lookups: { functions: [], operators: [{ schema: 'public', name: '*' }] } });
+  expect(reads(cat, 'c')).toEqual({ relations: [], opaque: null, securityDefiner: false, functions: [{ schema: 'public', name: 'c' }], lookups: { functions: [], operators: [] } });
 });
 
 test('nested calls are followed, cycles end', () => {
@@ -73,6 +74,26 @@ test('nested calls are followed, cycles end', () => {
   ]);
   expect(reads(cat, 'outer').relations).toEqual([{ schema: 'public', name: 'employee' }]);
   expect(reads(cat, 'inner_fn').relations).toEqual([{ schema: 'public', name: 'employee' }]);
+});
+
+test('lookups (task hg2): the names a string body looks up, in each schema of its path (pinned, the reader\'s, the owner\'s for an unpinned SECURITY DEFINER) or the one it names; the analysis reports them qualified', () => {
+  const cat = catalog([
+    sqlFn('public', 'outer', 'SELECT upper(inner_fn($1))'),
+    sqlFn('public', 'inner_fn', 'SELECT ssn FROM employee WHERE emp_id = $1 AND public.d() IS NOT NULL', { config: ['search_path=hr, public'] }),
+    sqlFn('public', 'd', 'SELECT dept_id FROM dept WHERE dept_id > 2', { securityDefiner: true, owner: 'ops' }),
+  ], { operators: [{ schema: 'pg_catalog', name: '>', volatility: 'immutable' }, { schema: 'pg_catalog', name: '<', volatility: 'immutable' }, { schema: 'hr', name: '<', volatility: 'immutable' }] });
+  expect(reads(cat, 'outer').lookups).toEqual({
+    functions: [{ schema: 'public', name: 'd' }, { schema: 'public', name: 'inner_fn' }, { schema: 'public', name: 'upper' }],
+    operators: [{ schema: 'hr', name: '=' }, { schema: 'ops', name: '>' }, { schema: 'public', name: '=' }, { schema: 'public', name: '>' }],
+  });
+  // In the statement: `outer` and `>` through the reader's path, `public.d` and `OPERATOR(hr.<)` in their schemas.
+  const a = analyzeSql('SELECT outer(dept_id) AS o FROM dept WHERE dept_id OPERATOR(hr.<) 1 AND public.d() > 0', cat);
+  expect(a.ok && a.resolvedNames).toEqual({
+    functions: ['outer'],
+    operators: ['>'],
+    qualifiedFunctions: [{ schema: 'public', name: 'd' }, { schema: 'public', name: 'inner_fn' }, { schema: 'public', name: 'upper' }],
+    qualifiedOperators: [{ schema: 'hr', name: '<' }, { schema: 'hr', name: '=' }, { schema: 'ops', name: '>' }, { schema: 'public', name: '=' }, { schema: 'public', name: '>' }],
+  });
 });
 
 test('a view adds the relations behind it', () => {
