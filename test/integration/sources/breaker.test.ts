@@ -4,6 +4,7 @@
  * reset_timeout_ms one half-open probe is let through, and its success closes the circuit.
  * Against a closed port, a counting fake server, and a throwaway cluster stopped and restarted.
  */
+import { createServer } from 'node:net';
 import { PostgresSourceConnector, SourceError, type BreakerState } from '../../../src/sources/postgres/connector';
 import { SourceConnectorRegistry } from '../../../src/sources/registry';
 import { freePort, startCluster, type Cluster } from './cluster';
@@ -39,12 +40,23 @@ test('closed port: failures are opaque; the threshold opens the circuit; open ca
   }
   expect(c.breakerState()).toBe('open');
   expect(changes).toEqual(['open']);
-  const t0 = process.hrtime.bigint();
-  const err = await c.read('SELECT 1', [], BIG).catch((e: unknown) => e);
-  expect(Number(process.hrtime.bigint() - t0) / 1e6).toBeLessThan(20);
-  expect(err).toMatchObject({ code: 'circuit_open', message: "The source's circuit is open after repeated failures; try again later." });
-  await expect(c.write('INSERT INTO t VALUES (1)', [])).rejects.toMatchObject({ code: 'execution_failed' }); // no writer role
-  await expect(c.withReader(async () => 1)).rejects.toMatchObject({ code: 'circuit_open' });
+  // "At once": without touching the network. Something now listens on the port and counts every
+  // connection; the open circuit must refuse without opening one (no timing involved).
+  let connections = 0;
+  const listener = createServer((sock) => {
+    connections++;
+    sock.destroy();
+  });
+  await new Promise<void>((resolve) => listener.listen(port, '127.0.0.1', resolve));
+  try {
+    const err = await c.read('SELECT 1', [], BIG).catch((e: unknown) => e);
+    expect(err).toMatchObject({ code: 'circuit_open', message: "The source's circuit is open after repeated failures; try again later." });
+    await expect(c.write('INSERT INTO t VALUES (1)', [])).rejects.toMatchObject({ code: 'execution_failed' }); // no writer role
+    await expect(c.withReader(async () => 1)).rejects.toMatchObject({ code: 'circuit_open' });
+    expect(connections).toBe(0);
+  } finally {
+    await new Promise((resolve) => listener.close(resolve));
+  }
 });
 
 test('statement errors do not count; a success between failures resets the count (consecutive failures only)', async () => {
