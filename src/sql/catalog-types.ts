@@ -162,6 +162,15 @@ export interface CatalogFunction {
    * then exposes one column named after the alias or the function (as PostgreSQL does).
    */
   outColumns?: string[];
+  /**
+   * Task hs: the relations and stand-alone composite types (`pg_class` rows, relkind `c`) whose row
+   * some overload returns (`RETURNS [SETOF] t`, a domain over such a type, or one OUT parameter of
+   * it), outside `pg_catalog`/`information_schema`, sorted. PostgreSQL builds such a result from the
+   * type's live columns, so a statement calling the function depends on that row shape
+   * (`SqlAnalysisOk.rowShapes`) and, for a relation, reads its every column. Absent: none (or a
+   * snapshot scanned before it existed, which lacks `SourceCatalog.compositeTypes` and is stale).
+   */
+  resultRowTypes?: RelationName[];
 }
 
 /**
@@ -198,6 +207,13 @@ export interface CatalogRoutine {
     /** The `pg_type` oids it depends on (parameter, result and body types; task hcast: their attached code counts). Absent in older snapshots. */
     types?: number[];
   };
+}
+
+/** A stand-alone composite type with its attributes (see `SourceCatalog.compositeTypes`). */
+export interface CatalogCompositeType {
+  schema: string;
+  name: string;
+  columns: CatalogColumn[];
 }
 
 /** An operator name in one schema; `volatility` is the most volatile of the implementing functions. */
@@ -251,6 +267,14 @@ export interface SourceCatalog {
    * in older snapshots and hand-built catalogues: no attached code is known.
    */
   typeCode?: Array<[number, string, string, string, string, boolean]>;
+  /**
+   * Task hs: every stand-alone composite type (`CREATE TYPE … AS (…)`, `pg_class.relkind` c) outside
+   * `pg_catalog`/`information_schema`, with its attributes in `attnum` order (name and `format_type`
+   * only): what the shape guard (src/sources/postgres/shape-guard.ts) expects of a function result
+   * of that type. Always present in a scan since task hs (possibly empty); a scanned snapshot without
+   * it predates `CatalogFunction.resultRowTypes` and is treated as stale (`lacksTypeFacts`).
+   */
+  compositeTypes?: CatalogCompositeType[];
   /** The scanning (reader) role's name: what `$user` means in a pinned search_path outside SECURITY DEFINER. */
   readerRole?: string;
   /**

@@ -2,7 +2,7 @@
  * Indexed form of a `SourceCatalog` for fast name resolution by the analyser (sql-safety.md
  * layers 1 and 3: every relation, column, function and operator is resolved after parsing).
  */
-import type { CatalogFunction, CatalogOperator, CatalogRelation, SourceCatalog, Volatility } from './catalog-types';
+import type { CatalogFunction, CatalogOperator, CatalogRelation, RelationName, SourceCatalog, Volatility } from './catalog-types';
 
 /** A catalogued relation with a by-name column index. */
 export interface PreparedRelation {
@@ -29,6 +29,8 @@ export interface PreparedRoutine {
   readonly volatility: Volatility;
   readonly returnsSet: boolean;
   readonly outColumns?: readonly string[];
+  /** The row types its overloads return (`CatalogFunction.resultRowTypes`, task hs); absent: none. */
+  readonly resultRowTypes?: readonly RelationName[];
 }
 
 /**
@@ -50,6 +52,8 @@ export interface PreparedCatalog {
   readonly unsafeTypes: ReadonlyMap<string, readonly string[]>;
   /** Keys `relKey(schema, name)` of `SourceCatalog.types`; null when the catalogue has no type list. */
   readonly types: ReadonlySet<string> | null;
+  /** Keys `relKey(schema, name)` of `SourceCatalog.compositeTypes` (stand-alone composite types, task hs). */
+  readonly compositeTypes: ReadonlySet<string>;
 }
 
 const cache = new WeakMap<SourceCatalog, PreparedCatalog>();
@@ -70,16 +74,19 @@ function addRoutine(map: Map<string, PreparedRoutine[]>, r: CatalogFunction | Ca
     volatility: r.volatility,
     returnsSet: 'returnsSet' in r ? r.returnsSet : false,
     ...('outColumns' in r && r.outColumns ? { outColumns: r.outColumns } : {}),
+    ...('resultRowTypes' in r && r.resultRowTypes?.length ? { resultRowTypes: r.resultRowTypes } : {}),
   };
   if (existing < 0) list.push(entry);
   else {
-    // Duplicate (schema, name) rows: keep the most volatile, drop the column list (ambiguous).
+    // Duplicate (schema, name) rows: keep the most volatile, drop the column list (ambiguous), keep every row type.
     const old = list[existing];
+    const rowTypes = [...(old.resultRowTypes ?? []), ...(entry.resultRowTypes ?? [])];
     list[existing] = {
       schema: r.schema,
       name: r.name,
       volatility: RANK[old.volatility] >= RANK[entry.volatility] ? old.volatility : entry.volatility,
       returnsSet: old.returnsSet || entry.returnsSet,
+      ...(rowTypes.length ? { resultRowTypes: rowTypes } : {}),
     };
   }
 }
@@ -137,6 +144,7 @@ export function prepareCatalog(catalog: SourceCatalog | PreparedCatalog): Prepar
     systemRelations: new Set(src.systemRelations ?? []),
     unsafeTypes,
     types: src.types ? new Set(src.types.map((t) => relKey(t.schema, t.name))) : null,
+    compositeTypes: new Set((src.compositeTypes ?? []).map((t) => relKey(t.schema, t.name))),
   };
   cache.set(src, prepared);
   return prepared;

@@ -112,9 +112,12 @@ export function alwaysCode(cat: PreparedCatalog): readonly RelationName[] {
  * support functions would then run uncounted, so the pipeline treats the snapshot as stale
  * (`catalog_stale`, and the gateway rescans it; task hf5). A scan is told by the facts every scan
  * since issue 22 records (`routines`, `serverVersionNum`, `columnTypes`, `operatorResolution`); a
- * hand-built catalogue with none of them is not a scan and is left alone.
+ * hand-built catalogue with none of them is not a scan and is left alone. A scan without
+ * `compositeTypes` (before task hs) is stale too: its functions lack `resultRowTypes`, so a result
+ * built from a relation's live columns would go unguarded.
  */
 export function lacksTypeFacts(catalog: SourceCatalog): boolean {
-  if (catalog.typeCode !== undefined) return false;
+  // Task hs: a scan without the composite types predates the functions' result row types.
+  if (catalog.typeCode !== undefined && catalog.compositeTypes !== undefined) return false;
   return catalog.routines !== undefined || catalog.serverVersionNum !== undefined || catalog.columnTypes !== undefined || catalog.operatorResolution !== undefined;
 }

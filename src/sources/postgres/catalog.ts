@@ -98,20 +98,37 @@ WITH rels AS (
       WHERE a.aggfnoid = p.oid), 'v')
     ELSE p.provolatile::text END AS v,
     p.proretset AS rs,
+    -- A composite result (also a domain over one, or a single OUT parameter of a composite type,
+    -- which PostgreSQL expands the same way) has the composite's columns; else the OUT/TABLE names.
     CASE
+      WHEN rt.relid IS NOT NULL THEN (
+        SELECT json_agg(a.attname ORDER BY a.attnum)::text
+        FROM pg_catalog.pg_attribute a
+        WHERE a.attrelid = rt.relid AND a.attnum > 0 AND NOT a.attisdropped)
       WHEN p.proargmodes IS NOT NULL AND p.proargmodes && ARRAY['o','b','t']::"char"[] THEN (
         SELECT json_agg(p.proargnames[i] ORDER BY i)::text
         FROM generate_subscripts(p.proargmodes, 1) AS i
         WHERE p.proargmodes[i] IN ('o','b','t'))
-      WHEN t.typtype = 'c' AND t.typrelid <> 0 THEN (
-        SELECT json_agg(a.attname ORDER BY a.attnum)::text
-        FROM pg_catalog.pg_attribute a
-        WHERE a.attrelid = t.typrelid AND a.attnum > 0 AND NOT a.attisdropped)
       ELSE 'null'
-    END AS oc
+    END AS oc,
+    -- The relation or stand-alone composite type whose row the result is (task hs), outside the system schemas.
+    CASE WHEN rt.relid IS NOT NULL AND rt.s NOT IN ('pg_catalog', 'information_schema') THEN pg_catalog.jsonb_build_array(rt.s, rt.n)
+         WHEN t3.typtype = 'd' THEN pg_catalog.jsonb_build_array('', '') END AS rr
   FROM pg_catalog.pg_proc p
   JOIN pg_catalog.pg_namespace n ON n.oid = p.pronamespace
-  LEFT JOIN pg_catalog.pg_type t ON t.oid = p.prorettype
+  -- The result's composite type (task hs): a relation's row type or a stand-alone one, or the one a
+  -- domain (up to three domains deep) is over: the pg_class row whose live columns the result has
+  -- (joins, not a recursive query, which would cost the whole scan a JIT compilation). A deeper
+  -- chain of domains is recorded as a row type of no relation ('', ''): calls are refused.
+  LEFT JOIN pg_catalog.pg_type t0 ON t0.oid = p.prorettype
+  LEFT JOIN pg_catalog.pg_type t1 ON t0.typtype = 'd' AND t1.oid = t0.typbasetype
+  LEFT JOIN pg_catalog.pg_type t2 ON t1.typtype = 'd' AND t2.oid = t1.typbasetype
+  LEFT JOIN pg_catalog.pg_type t3 ON t2.typtype = 'd' AND t3.oid = t2.typbasetype
+  LEFT JOIN LATERAL (SELECT CASE WHEN t0.typtype = 'c' THEN t0.typrelid WHEN t1.typtype = 'c' THEN t1.typrelid
+                                 WHEN t2.typtype = 'c' THEN t2.typrelid WHEN t3.typtype = 'c' THEN t3.typrelid END AS relid) rt0 ON true
+  LEFT JOIN pg_catalog.pg_class rc ON rc.oid = rt0.relid
+  LEFT JOIN pg_catalog.pg_namespace rn ON rn.oid = rc.relnamespace
+  LEFT JOIN LATERAL (SELECT rc.oid AS relid, rn.nspname AS s, rc.relname AS n) rt ON true
   WHERE p.prokind <> 'p'
     AND n.nspname NOT LIKE 'pg\\_toast%'
     AND n.nspname NOT LIKE 'pg\\_temp\\_%'
@@ -227,11 +244,12 @@ SELECT
             EXISTS (SELECT 1 FROM pg_catalog.pg_trigger tg WHERE tg.tgrelid = r.oid AND NOT tg.tgisinternal),
             EXISTS (SELECT 1 FROM pg_catalog.pg_rewrite rw WHERE rw.ev_class = r.oid AND rw.rulename <> '_RETURN'))
     ) ORDER BY r.s, r.n), '[]'::json) FROM rels r LEFT JOIN fk_refs fr ON fr.oid = r.oid) AS relations,
-  (SELECT coalesce(json_agg(json_build_array(f.s, f.n, f.v, f.rs, f.oc) ORDER BY f.s, f.n), '[]'::json) FROM (
+  (SELECT coalesce(json_agg(json_build_array(f.s, f.n, f.v, f.rs, f.oc, f.rr) ORDER BY f.s, f.n), '[]'::json) FROM (
      SELECT s, n,
        CASE WHEN bool_or(v = 'v') THEN 'v' WHEN bool_or(v = 's') THEN 's' ELSE 'i' END AS v,
        bool_or(rs) AS rs,
-       CASE WHEN count(DISTINCT oc) = 1 THEN min(oc) ELSE 'null' END AS oc
+       CASE WHEN count(DISTINCT oc) = 1 THEN min(oc) ELSE 'null' END AS oc,
+       pg_catalog.jsonb_agg(DISTINCT rr) FILTER (WHERE rr IS NOT NULL) AS rr
      FROM procs GROUP BY s, n) f) AS functions,
   (SELECT coalesce(json_agg(json_build_array(o.s, o.n, o.v) ORDER BY o.s, o.n), '[]'::json) FROM (
      SELECT n.nspname AS s, o.oprname AS n,
@@ -320,6 +338,16 @@ SELECT
      LEFT JOIN pg_catalog.pg_namespace fn ON fn.oid = f.pronamespace
      WHERE n.nspname NOT IN ('pg_catalog', 'information_schema') AND n.nspname NOT LIKE 'pg\\_temp\\_%') AS operator_code
   ,current_user::text AS reader_role
+  -- Stand-alone composite types (CREATE TYPE … AS (…); relkind c) with their attributes, as
+  -- relations' columns are recorded: what the shape guard expects of a function result of such a
+  -- type (task hs; ALTER TYPE … ADD ATTRIBUTE changes it).
+  ,(SELECT coalesce(json_agg(json_build_array(n.nspname, c.relname,
+            (SELECT coalesce(json_agg(json_build_array(a.attname, pg_catalog.format_type(a.atttypid, a.atttypmod)) ORDER BY a.attnum), '[]'::json)
+             FROM pg_catalog.pg_attribute a WHERE a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped)) ORDER BY n.nspname, c.relname), '[]'::json)
+     FROM pg_catalog.pg_class c
+     JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
+     WHERE c.relkind = 'c' AND n.nspname NOT IN ('pg_catalog', 'information_schema')
+       AND n.nspname NOT LIKE 'pg\\_toast%' AND n.nspname NOT LIKE 'pg\\_temp\\_%') AS composite_types
   -- User code attached to types (task hcast; src/sql/type-code.ts): the user functions of casts
   -- WITH FUNCTION (castmethod 'f') from or to a type and the support functions (pg_amproc) of its
   -- operator classes and families of every access method (a cast between a user type and a built-in one is attached to the
@@ -384,7 +412,10 @@ SELECT
 interface ScanRow {
   /** d: view definition (views and materialized views); c: [name, format_type, nullable, default expression, attidentity ('a'|'d'), attgenerated ('s'), atttypid, a generated column's input columns]; x: [contype ('p'|'u'), columns]. */
   relations: Array<{ s: string; n: string; k: string; ip?: boolean; p?: Array<[string, string]>; a?: Array<[string, string]>; d: string | null; vr?: Array<[string, string, string]> | null; vu?: string[] | null; vo?: [boolean, boolean] | null; c: Array<[string, string, boolean?, (string | null)?, (string | null)?, (string | null)?, number?, (string[] | null)?]>; x?: Array<[string, string[] | null]>; fk?: Array<[string, string, string, string, string[] | null, string[] | null, boolean?]>; h?: [boolean, boolean] }>;
-  functions: Array<[string, string, string, boolean, string | null]>;
+  /** [schema, name, provolatile, returns a set, out columns (JSON text), result row types [[schema, name]] | null]. */
+  functions: Array<[string, string, string, boolean, string | null, Array<[string, string]> | null]>;
+  /** [schema, name, [[attribute, format_type]]] of every stand-alone composite type. */
+  composite_types: Array<[string, string, Array<[string, string]>]>;
   operators: Array<[string, string, string]>;
   system_relations: string[];
   unsafe_types: Array<[string, string]>;
@@ -552,10 +583,11 @@ export async function scanCatalog(
     ...(Array.isArray(r.fk) ? { referencedBy: r.fk.map(referencingKeyOf) } : {}),
     ...(Array.isArray(r.h) ? { writeHooks: { triggers: r.h[0] === true, rules: r.h[1] === true } } : {}),
   }));
-  const functions: CatalogFunction[] = row.functions.map(([schema, name, v, rs, oc]) => {
+  const functions: CatalogFunction[] = row.functions.map(([schema, name, v, rs, oc, rr]) => {
     const f: CatalogFunction = { schema, name, volatility: VOLATILITY[v] ?? 'volatile', returnsSet: rs };
     const cols = oc === null ? null : (JSON.parse(oc) as unknown);
     if (Array.isArray(cols) && cols.length > 0 && cols.every((x) => typeof x === 'string' && x !== '')) f.outColumns = cols as string[];
+    if (Array.isArray(rr) && rr.length) f.resultRowTypes = rr.map(([s, n]) => ({ schema: s, name: n })).sort((x, y) => (x.schema + '.' + x.name).localeCompare(y.schema + '.' + y.name));
     return f;
   });
   const operators: CatalogOperator[] = row.operators.map(([schema, name, v]) => ({
@@ -579,6 +611,7 @@ export async function scanCatalog(
     routines: row.routines.map(routineOf),
     operatorCode: row.operator_code,
     typeCode: typeCodeOf(row.type_code),
+    compositeTypes: row.composite_types.map(([schema, name, cols]) => ({ schema, name, columns: cols.map(([n, t]) => ({ name: n, dataType: t })) })),
     readerRole: row.reader_role,
     scannedAt,
     truncated,

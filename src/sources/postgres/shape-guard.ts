@@ -5,7 +5,11 @@
  * has the columns the catalogue scan recorded — names and `format_type` types, in attnum order,
  * dropped and system columns left out. The server builds whole-row values from the live columns, so
  * a column added since the scan (`ALTER TABLE … ADD COLUMN`) would be carried by `SELECT d`,
- * `row_to_json(d)`, `d::text` or a row passed to a function, unseen by the analysis.
+ * `row_to_json(d)`, `d::text` or a row passed to a function, unseen by the analysis. Task hs: the
+ * same holds for a function whose result is a relation's row type or a stand-alone composite type
+ * (`RETURNS [SETOF] t`, a domain over it; `ALTER TYPE … ADD ATTRIBUTE`), and for the relations a
+ * user function's body reads (a string body is planned with the live columns): those are in
+ * `rowShapes` too, a composite type checked against `SourceCatalog.compositeTypes`.
  *
  * It is sent with the function guard (function-guard.ts) as one prelude in the statement's own round
  * trip, right before it (no extra round trip); a statement without such references sends nothing.
@@ -49,13 +53,15 @@ export function textArrayLiteral(items: readonly string[]): string {
 }
 
 /**
- * The parameter values of the shape guard for `rels` against `catalog` (see shapeGuardSql). A
- * relation the catalogue does not hold expects no columns, which no live relation has: the guard trips.
+ * The parameter values of the shape guard for `rels` against `catalog` (see shapeGuardSql): a
+ * relation's scanned columns, or a stand-alone composite type's attributes
+ * (`SourceCatalog.compositeTypes`, task hs: its `pg_class` row has them as `pg_attribute` rows too).
+ * A name the catalogue holds neither way expects no columns, which no live relation has: the guard trips.
  */
 export function shapeGuardValues(catalog: SourceCatalog, rels: ReadonlyArray<{ schema: string; name: string }>): string[] {
   const values: string[] = [];
   for (const r of rels) {
-    const rel = catalog.relations.find((x) => x.schema === r.schema && x.name === r.name);
+    const rel = catalog.relations.find((x) => x.schema === r.schema && x.name === r.name) ?? catalog.compositeTypes?.find((x) => x.schema === r.schema && x.name === r.name);
     const cols = rel?.columns ?? [];
     values.push(r.schema, r.name, textArrayLiteral(cols.map((c) => c.name)), textArrayLiteral(cols.map((c) => c.dataType)));
   }

@@ -10,7 +10,7 @@ import { figureColname } from '../colname';
 import { alternative, derive, type Lin, LIN_NONE, merge } from '../lineage';
 import type { PreparedRoutine } from '../prepared-catalog';
 import { ex } from './expr';
-import { funcCall } from './func';
+import { funcCall, type ResultRows } from './func';
 import { checkFields, hasOwn, type N, nodeType, q, Refusal, strings, unwrap } from './nodes';
 import { operatorUse } from './oper';
 import { lookupCte, relationItem, renameCols, resolveRelation, visibleCols } from './relation';
@@ -154,11 +154,13 @@ function rangeFunction(st: WalkState, rf: N, lateral: Scope, ctes: CteEnv | null
     const defs = pair[1] && nodeType(pair[1]) !== undefined ? pair[1] : null;
     let lin: Lin;
     let routine: PreparedRoutine | null = null;
+    let rows: ResultRows | null = null;
     let fname: string;
     if (hasOwn.call(call, 'FuncCall')) {
       const r = funcCall(st, call.FuncCall, ctx);
-      lin = r.lin;
+      lin = r.args;
       routine = r.routine;
+      rows = r.rows;
       fname = r.routine.name;
     } else {
       lin = ex(st, call, ctx);
@@ -179,7 +181,11 @@ function rangeFunction(st: WalkState, rf: N, lateral: Scope, ctes: CteEnv | null
       });
     } else if (routine?.outColumns) names = [...routine.outColumns];
     else names = [funcs.length === 1 && rf.alias ? String(rf.alias.aliasname) : fname];
-    for (const n of names) cols.push({ name: n, lin, reads: null });
+    // A relation's row returned (task hs): each column carries that relation's column of its name
+    // (its reads, denies and masks), or, when that cannot be matched, every column of the rows returned.
+    const byName = !deflist && rows?.cols && rows.cols.length === names.length && rows.cols.every((c, i) => c.name === names[i]) ? rows.cols : null;
+    const every = rows ? merge(lin, { src: rows.whole.src, pass: false, opq: null }) : lin;
+    names.forEach((n, i) => cols.push(byName ? { name: n, lin: merge(lin, byName[i].lin), reads: byName[i].reads, ...(byName[i].view ? { view: true as const } : {}) } : { name: n, lin: every, reads: null }));
   });
   // The row number counts the rows produced from the arguments (e.g. the length of a value).
   if (rf.ordinality) cols.push({ name: 'ordinality', lin: derive(all), reads: null });

@@ -11,17 +11,18 @@ import { allocationSizeReason } from '../builtin-functions/sizing';
 import { BUILTIN_SCHEMAS, builtinFunctionRefusal, regconfigCallReason } from '../builtin-functions/classes';
 import { deniedFunctionReason, deniedSettingReason, HARMLESS_VOLATILE, isCacheBreaking } from '../function-policy';
 import { functionReads } from '../function-reads';
-import { colKey, type ColumnRef, derive, type Lin, LIN_ANY, LIN_NONE, merge } from '../lineage';
-import { type PreparedRoutine, relKey } from '../prepared-catalog';
+import { colKey, type ColumnRef, derive, type Lin, LIN_ANY, LIN_NONE, merge, wholeRow } from '../lineage';
+import { type PreparedRelation, type PreparedRoutine, relKey } from '../prepared-catalog';
 import { aggregateModifiers, isPlainCount } from './agg';
 import { checkFields, constString, hasOwn, type N, q, Refusal, strings } from './nodes';
-import { charge, type Ctx, type WalkState } from './state';
-import { consume, countUse, functionRead } from './uses';
+import { relationItem } from './relation';
+import { charge, type Col, type Ctx, type WalkState } from './state';
+import { consume, countUse, dependsOnShape, functionRead, readAll, use } from './uses';
 
 const VOL_RANK: Record<string, number> = { immutable: 0, stable: 1, volatile: 2 };
 
-/** The routine a function name resolves to (the first candidate on the path), after every candidate was judged; records the use. */
-function resolveFunction(st: WalkState, parts: string[]): PreparedRoutine {
+/** The routine a function name resolves to (the first candidate on the path) and every candidate PostgreSQL could pick, after each was judged; records the use. */
+function resolveFunction(st: WalkState, parts: string[]): { first: PreparedRoutine; candidates: PreparedRoutine[] } {
   if (parts.length === 0 || parts.length > 2) {
     throw new Refusal('function_not_allowed', parts.length > 2 ? 'cross-database function references are not supported' : 'malformed function name');
   }
@@ -63,14 +64,64 @@ function resolveFunction(st: WalkState, parts: string[]): PreparedRoutine {
   const first = candidates[0];
   const key = first.schema + '.' + first.name;
   if (!st.functions.has(key)) st.functions.set(key, { schema: first.schema, name: first.name, volatility: worst.volatility });
-  return first;
+  return { first, candidates };
 }
 
-/** A function call (`FuncCall`): resolved and judged, arguments and modifiers walked; its value is derived from them. */
-export function funcCall(st: WalkState, fc: N, ctx: Ctx): { lin: Lin; routine: PreparedRoutine } {
+/**
+ * What a call's row result is built from (task hs; red team rt42c's open item): `whole`, the
+ * lineage of the call's value, every column of every catalogued relation whose row a candidate
+ * returns, embedding those rows (`wholeRow`); `cols`, the FROM item's columns (`SELECT * FROM f()`)
+ * when exactly one relation's row is returned: its columns in order, each derived from the
+ * relation's column of that name (so a deny or mask on it holds for the function's column), else null.
+ */
+export interface ResultRows {
+  whole: Lin;
+  cols: Col[] | null;
+}
+
+/**
+ * The row results of `candidates` (task hs): PostgreSQL builds a result of a relation's row type (or
+ * a stand-alone composite type, or a domain over either) from the type's LIVE columns, so a column
+ * added after the scan would be returned unseen. Each such relation is read whole (`readAll`: every
+ * column authorized, as for its row type used as a type) and its row shape guarded; a stand-alone
+ * composite type's shape is guarded. A row type the catalogue does not list is refused
+ * `function_not_allowed`. Null when no candidate returns a relation's row.
+ */
+function resultRows(st: WalkState, candidates: readonly PreparedRoutine[]): ResultRows | null {
+  const rels = new Map<string, PreparedRelation>();
+  for (const c of candidates) {
+    for (const t of c.resultRowTypes ?? []) {
+      const k = relKey(t.schema, t.name);
+      const rel = st.cat.relations.get(k);
+      if (rel) rels.set(k, rel);
+      else if (st.cat.compositeTypes.has(k)) dependsOnShape(st, t);
+      else throw new Refusal('function_not_allowed', `function ${q(c.schema + '.' + c.name)} returns rows of a type the source's catalogue does not list`);
+    }
+  }
+  if (rels.size === 0) return null;
+  const lins: Lin[] = [];
+  let cols: Col[] | null = null;
+  for (const rel of rels.values()) {
+    readAll(st, rel);
+    const item = relationItem(st, rel, undefined);
+    charge(st, item.cols.length);
+    for (const c of item.cols) lins.push(use(st, c));
+    if (rels.size === 1) cols = item.cols.map((c) => ({ name: c.name, lin: derive(c.lin), reads: c.reads, ...(c.view ? { view: true as const } : {}) }));
+  }
+  return { whole: wholeRow(lins), cols };
+}
+
+/**
+ * A function call (`FuncCall`): resolved and judged, arguments and modifiers walked. `lin` is its
+ * value, derived from them and, for a call returning a relation's row, that row (`rows.whole`, task
+ * hs); `args` the arguments' part alone (what decides which rows a function in FROM produces);
+ * `rows` the row result (`resultRows`), or null.
+ */
+export function funcCall(st: WalkState, fc: N, ctx: Ctx): { lin: Lin; args: Lin; routine: PreparedRoutine; rows: ResultRows | null } {
   checkFields('FuncCall', fc);
   const fname = strings(fc.funcname, 'function name');
-  const routine = resolveFunction(st, fname);
+  const { first: routine, candidates } = resolveFunction(st, fname);
+  const rows = resultRows(st, candidates);
   const bare = fname[fname.length - 1].toLowerCase();
   if (bare === 'current_setting') checkSetting(fc.args ?? []);
   const args: N[] = fc.args ?? [];
@@ -101,8 +152,8 @@ export function funcCall(st: WalkState, fc: N, ctx: Ctx): { lin: Lin; routine: P
   }
   // In a view's definition, a user function's value may carry every column its body may read
   // (task hfn, function-reads.ts); one whose body cannot be analysed may read any relation (views.ts).
-  if (st.viewBody && !onlyBuiltIn(st, fname)) return { lin: merge(derive(lin), userFunctionLin(st, fname)), routine };
-  return { lin: derive(lin), routine };
+  const value = st.viewBody && !onlyBuiltIn(st, fname) ? merge(derive(lin), userFunctionLin(st, fname)) : derive(lin);
+  return { lin: rows ? merge(value, rows.whole) : value, args: value, routine, rows };
 }
 
 /**

@@ -100,9 +100,11 @@ export function consumeAll(st: WalkState, cols: readonly OutCol[]): void {
 
 /**
  * The statement depends on `rel`'s whole row shape (a whole-row value, its row type, a `*`
- * expansion): the read checks its live columns against the scanned ones (`SqlAnalysisOk.rowShapes`).
+ * expansion, a function returning its rows or reading it: task hs): the read checks its live
+ * columns against the scanned ones (`SqlAnalysisOk.rowShapes`). `rel` is a catalogued relation or
+ * a stand-alone composite type (`SourceCatalog.compositeTypes`).
  */
-export function dependsOnShape(st: WalkState, rel: PreparedRelation): void {
+export function dependsOnShape(st: WalkState, rel: { readonly schema: string; readonly name: string }): void {
   st.rowShapes.set(rel.schema + '\u0000' + rel.name, { schema: rel.schema, name: rel.name });
 }
 
@@ -146,7 +148,10 @@ export function countUse(st: WalkState, l: Lin): void {
 /**
  * User function `schema.name` may run (called, or implementing operator `operator`): records what
  * its body may read (task hfn; src/sql/function-reads.ts). `opaque` overrides the analysis (an
- * operator whose implementation the catalogue does not record).
+ * operator whose implementation the catalogue does not record). Every column of each relation the
+ * body may read counts as read, as the scan recorded them; PostgreSQL plans a string body when it
+ * runs, so `*` and whole rows there take the live columns: the statement depends on those
+ * relations' row shapes (task hs), which the shape guard checks.
  */
 export function functionRead(st: WalkState, schema: string, name: string, operator?: string, opaque?: string): void {
   const key = schema + '\u0000' + name + '\u0000' + (operator ?? '');
@@ -155,6 +160,7 @@ export function functionRead(st: WalkState, schema: string, name: string, operat
   for (const f of r.functions) st.userFunctions.set(f.schema + '\u0000' + f.name, f);
   bodyLookups(st, r.lookups);
   charge(st, 1 + r.functions.length + r.relations.length);
+  for (const x of r.relations) if (st.cat.relations.has(relKey(x.schema, x.name))) dependsOnShape(st, x);
   st.functionReads.set(key, {
     schema,
     name,

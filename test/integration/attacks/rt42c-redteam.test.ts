@@ -26,9 +26,10 @@
  *    source near max_connections, 53300 at connect counts against the circuit). The retired pool now
  *    serves its waiters and ends at the first release that leaves none waiting (pools.ts retire).
  *
- * Not tested (left): a user SQL function RETURNS SETOF <table> whose body is `SELECT * FROM <table>`
- * (PostgreSQL re-plans the body with the live columns; trusted functions only, and their version
- * guard does not see a column change of the table); a background rescan (catalog_stale) that began
+ * Not tested here: a user SQL function RETURNS SETOF <table> whose body is `SELECT * FROM <table>`
+ * (PostgreSQL re-plans the body with the live columns; its version guard does not see a column
+ * change of the table): leaked a denied column, fixed and tested by task hs (hs-setof-shape.test.ts).
+ * Left: a background rescan (catalog_stale) that began
  * before a DDL can save its older snapshot after an operator's newer scan (rt42's G2 test saw it
  * once under load: source_role_denied on a dropped column until the next rescan; fails closed).
  * Pool waits (waitFailure, item 3) reasoned, not staged again: a hostile identity cannot empty the
