@@ -8541,7 +8541,7 @@ return errors === 0;
 validate72.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
 exports.validateCatalogRow = validate73;
-const schema98 = {"$id":"https://interlock.dev/spec/defs/CatalogRow.json","title":"CatalogRow","type":"object","properties":{"table_schema":{"type":"string"},"table_name":{"type":"string"},"column_name":{"type":"string"},"data_type":{"type":"string"},"is_nullable":{"type":"boolean","description":"The column accepts NULL (no NOT NULL constraint)."},"column_default":{"type":["string","null"],"description":"The default expression as PostgreSQL prints it, e.g. nextval('playlist_playlist_id_seq'::regclass); null when none."},"is_identity":{"type":"boolean","description":"An identity column (GENERATED … AS IDENTITY): omit it from INSERT and the database assigns the value."},"identity_generation":{"type":["string","null"],"description":"\"ALWAYS\" or \"BY DEFAULT\" for an identity column, else null."},"is_generated":{"type":"boolean","description":"A stored generated column: it cannot be written."},"is_serial":{"type":"boolean","description":"The default draws from a sequence (serial, bigserial, DEFAULT nextval(...)): omit it from INSERT."},"primary_key":{"type":"boolean","description":"Part of the primary key."},"unique":{"type":"boolean","description":"Unique on its own (a one-column primary or unique key)."},"table_kind":{"type":"string","enum":["table","view","materialized_view","partitioned_table","partition","foreign_table"],"description":"The relation's kind (pg_class.relkind; relispartition gives partition, also for a sub-partitioned or foreign partition). A partition or inheritance child is governed by every rule written on its ancestors, and reading a parent without ONLY also reads its descendants."},"partition_of":{"type":"string","description":"A partition's parent as schema.table (the partitioned table it is attached to). Rows are listed after their parent's."},"inherits":{"type":"array","items":{"type":"string"},"description":"Inheritance parents (INHERITS) as schema.table, in declaration order; absent when none."},"type_kind":{"type":"string","enum":["base","domain","enum","composite","range","multirange","array","pseudo"],"description":"What the column's declared type (data_type) is: pg_type.typtype as a word, with \"array\" for an array type (of any element type). A domain keeps its own name in data_type; base_type names the type beneath it."},"base_type":{"type":"string","description":"Domains only: the type beneath every domain (format_type, no modifiers), e.g. \"text\" for a domain email_address over text. Values arrive as this type's values do."},"element_type":{"type":"string","description":"Arrays (and domains over an array) only: the element type (format_type, no modifiers), e.g. \"mood\" for mood[]."},"element_kind":{"type":"string","enum":["base","domain","enum","composite","range","multirange","pseudo"],"description":"Arrays only: what the element type is (as type_kind)."},"enum_labels":{"type":"array","items":{"type":"string"},"description":"When the column's type, its base type or its element type is an enum: the enum's labels in sort order."},"range_subtype":{"type":"string","description":"When the column's type, its base type or its element type is a range or multirange: the range's subtype (format_type)."},"value_form":{"type":"string","enum":["text","boolean","number","int8","float","json","array"],"description":"How this column's values arrive in interlock_query results (spec/value-mapping-v1.json `forms`): text (PostgreSQL's text output as a JSON string), boolean, number, int8 (a number within ±(2^53−1), else a string of digits), float (a number, or \"NaN\"/\"Infinity\"/\"-Infinity\"), json (the server's JSON text verbatim) or array (a JSON array of element values mapped by element type, or PostgreSQL's array text when its lower bounds are not 1). SQL NULL is null in every form."}},"required":["table_schema","table_name","column_name","data_type"],"additionalProperties":false,"description":"One describe_source row. The fields after data_type appear when the source's catalog scan recorded them (every scan since 1.0.0-rc.1 does; table_kind, partition_of and inherits since issue 22; type_kind, base_type, element_type, element_kind, enum_labels, range_subtype and value_form since issue 23)."};
+const schema98 = {"$id":"https://interlock.dev/spec/defs/CatalogRow.json","title":"CatalogRow","type":"object","properties":{"table_schema":{"type":"string"},"table_name":{"type":"string"},"column_name":{"type":"string"},"data_type":{"type":"string"},"is_nullable":{"type":"boolean","description":"The column accepts NULL (no NOT NULL constraint)."},"column_default":{"type":["string","null"],"description":"The default expression as PostgreSQL prints it, e.g. nextval('playlist_playlist_id_seq'::regclass), or a stored generated column's generation expression; null when none, and for a generated column computed from a column the caller may not read unmasked (the expression would name it)."},"is_identity":{"type":"boolean","description":"An identity column (GENERATED … AS IDENTITY): omit it from INSERT and the database assigns the value."},"identity_generation":{"type":["string","null"],"description":"\"ALWAYS\" or \"BY DEFAULT\" for an identity column, else null."},"is_generated":{"type":"boolean","description":"A stored generated column: it cannot be written."},"write_only":{"type":"boolean","description":"Present (true) only for a column a role denies the caller reading while a write allow covers it: it may be named in an INSERT or UPDATE, never read (SELECT, WHERE, RETURNING)."},"is_serial":{"type":"boolean","description":"The default draws from a sequence (serial, bigserial, DEFAULT nextval(...)): omit it from INSERT."},"primary_key":{"type":"boolean","description":"Part of the primary key."},"unique":{"type":"boolean","description":"Unique on its own (a one-column primary or unique key)."},"table_kind":{"type":"string","enum":["table","view","materialized_view","partitioned_table","partition","foreign_table"],"description":"The relation's kind (pg_class.relkind; relispartition gives partition, also for a sub-partitioned or foreign partition). A partition or inheritance child is governed by every rule written on its ancestors, and reading a parent without ONLY also reads its descendants."},"partition_of":{"type":"string","description":"A partition's parent as schema.table (the partitioned table it is attached to). Rows are listed after their parent's."},"inherits":{"type":"array","items":{"type":"string"},"description":"Inheritance parents (INHERITS) as schema.table, in declaration order; absent when none."},"type_kind":{"type":"string","enum":["base","domain","enum","composite","range","multirange","array","pseudo"],"description":"What the column's declared type (data_type) is: pg_type.typtype as a word, with \"array\" for an array type (of any element type). A domain keeps its own name in data_type; base_type names the type beneath it."},"base_type":{"type":"string","description":"Domains only: the type beneath every domain (format_type, no modifiers), e.g. \"text\" for a domain email_address over text. Values arrive as this type's values do."},"element_type":{"type":"string","description":"Arrays (and domains over an array) only: the element type (format_type, no modifiers), e.g. \"mood\" for mood[]."},"element_kind":{"type":"string","enum":["base","domain","enum","composite","range","multirange","pseudo"],"description":"Arrays only: what the element type is (as type_kind)."},"enum_labels":{"type":"array","items":{"type":"string"},"description":"When the column's type, its base type or its element type is an enum: the enum's labels in sort order."},"range_subtype":{"type":"string","description":"When the column's type, its base type or its element type is a range or multirange: the range's subtype (format_type)."},"value_form":{"type":"string","enum":["text","boolean","number","int8","float","json","array"],"description":"How this column's values arrive in interlock_query results (spec/value-mapping-v1.json `forms`): text (PostgreSQL's text output as a JSON string), boolean, number, int8 (a number within ±(2^53−1), else a string of digits), float (a number, or \"NaN\"/\"Infinity\"/\"-Infinity\"), json (the server's JSON text verbatim) or array (a JSON array of element values mapped by element type, or PostgreSQL's array text when its lower bounds are not 1). SQL NULL is null in every form."}},"required":["table_schema","table_name","column_name","data_type"],"additionalProperties":false,"description":"One describe_source row. The fields after data_type appear when the source's catalog scan recorded them (every scan since 1.0.0-rc.1 does; table_kind, partition_of and inherits since issue 22; type_kind, base_type, element_type, element_kind, enum_labels, range_subtype and value_form since issue 23)."};
 
 function validate73(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 /*# sourceURL="https://interlock.dev/spec/defs/CatalogRow.json" */;
@@ -8717,9 +8717,9 @@ vErrors.push(err13);
 errors++;
 }
 }
-if(data.is_serial !== undefined){
-if(typeof data.is_serial !== "boolean"){
-const err14 = {instancePath:instancePath+"/is_serial",schemaPath:"#/properties/is_serial/type",keyword:"type",params:{type: "boolean"},message:"must be boolean"};
+if(data.write_only !== undefined){
+if(typeof data.write_only !== "boolean"){
+const err14 = {instancePath:instancePath+"/write_only",schemaPath:"#/properties/write_only/type",keyword:"type",params:{type: "boolean"},message:"must be boolean"};
 if(vErrors === null){
 vErrors = [err14];
 }
@@ -8729,9 +8729,9 @@ vErrors.push(err14);
 errors++;
 }
 }
-if(data.primary_key !== undefined){
-if(typeof data.primary_key !== "boolean"){
-const err15 = {instancePath:instancePath+"/primary_key",schemaPath:"#/properties/primary_key/type",keyword:"type",params:{type: "boolean"},message:"must be boolean"};
+if(data.is_serial !== undefined){
+if(typeof data.is_serial !== "boolean"){
+const err15 = {instancePath:instancePath+"/is_serial",schemaPath:"#/properties/is_serial/type",keyword:"type",params:{type: "boolean"},message:"must be boolean"};
 if(vErrors === null){
 vErrors = [err15];
 }
@@ -8741,9 +8741,9 @@ vErrors.push(err15);
 errors++;
 }
 }
-if(data.unique !== undefined){
-if(typeof data.unique !== "boolean"){
-const err16 = {instancePath:instancePath+"/unique",schemaPath:"#/properties/unique/type",keyword:"type",params:{type: "boolean"},message:"must be boolean"};
+if(data.primary_key !== undefined){
+if(typeof data.primary_key !== "boolean"){
+const err16 = {instancePath:instancePath+"/primary_key",schemaPath:"#/properties/primary_key/type",keyword:"type",params:{type: "boolean"},message:"must be boolean"};
 if(vErrors === null){
 vErrors = [err16];
 }
@@ -8753,10 +8753,9 @@ vErrors.push(err16);
 errors++;
 }
 }
-if(data.table_kind !== undefined){
-let data12 = data.table_kind;
-if(typeof data12 !== "string"){
-const err17 = {instancePath:instancePath+"/table_kind",schemaPath:"#/properties/table_kind/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(data.unique !== undefined){
+if(typeof data.unique !== "boolean"){
+const err17 = {instancePath:instancePath+"/unique",schemaPath:"#/properties/unique/type",keyword:"type",params:{type: "boolean"},message:"must be boolean"};
 if(vErrors === null){
 vErrors = [err17];
 }
@@ -8765,8 +8764,11 @@ vErrors.push(err17);
 }
 errors++;
 }
-if(!((((((data12 === "table") || (data12 === "view")) || (data12 === "materialized_view")) || (data12 === "partitioned_table")) || (data12 === "partition")) || (data12 === "foreign_table"))){
-const err18 = {instancePath:instancePath+"/table_kind",schemaPath:"#/properties/table_kind/enum",keyword:"enum",params:{allowedValues: schema98.properties.table_kind.enum},message:"must be equal to one of the allowed values"};
+}
+if(data.table_kind !== undefined){
+let data13 = data.table_kind;
+if(typeof data13 !== "string"){
+const err18 = {instancePath:instancePath+"/table_kind",schemaPath:"#/properties/table_kind/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err18];
 }
@@ -8775,10 +8777,8 @@ vErrors.push(err18);
 }
 errors++;
 }
-}
-if(data.partition_of !== undefined){
-if(typeof data.partition_of !== "string"){
-const err19 = {instancePath:instancePath+"/partition_of",schemaPath:"#/properties/partition_of/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(!((((((data13 === "table") || (data13 === "view")) || (data13 === "materialized_view")) || (data13 === "partitioned_table")) || (data13 === "partition")) || (data13 === "foreign_table"))){
+const err19 = {instancePath:instancePath+"/table_kind",schemaPath:"#/properties/table_kind/enum",keyword:"enum",params:{allowedValues: schema98.properties.table_kind.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err19];
 }
@@ -8788,13 +8788,9 @@ vErrors.push(err19);
 errors++;
 }
 }
-if(data.inherits !== undefined){
-let data14 = data.inherits;
-if(Array.isArray(data14)){
-const len0 = data14.length;
-for(let i0=0; i0<len0; i0++){
-if(typeof data14[i0] !== "string"){
-const err20 = {instancePath:instancePath+"/inherits/" + i0,schemaPath:"#/properties/inherits/items/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(data.partition_of !== undefined){
+if(typeof data.partition_of !== "string"){
+const err20 = {instancePath:instancePath+"/partition_of",schemaPath:"#/properties/partition_of/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err20];
 }
@@ -8804,9 +8800,13 @@ vErrors.push(err20);
 errors++;
 }
 }
-}
-else {
-const err21 = {instancePath:instancePath+"/inherits",schemaPath:"#/properties/inherits/type",keyword:"type",params:{type: "array"},message:"must be array"};
+if(data.inherits !== undefined){
+let data15 = data.inherits;
+if(Array.isArray(data15)){
+const len0 = data15.length;
+for(let i0=0; i0<len0; i0++){
+if(typeof data15[i0] !== "string"){
+const err21 = {instancePath:instancePath+"/inherits/" + i0,schemaPath:"#/properties/inherits/items/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err21];
 }
@@ -8816,10 +8816,9 @@ vErrors.push(err21);
 errors++;
 }
 }
-if(data.type_kind !== undefined){
-let data16 = data.type_kind;
-if(typeof data16 !== "string"){
-const err22 = {instancePath:instancePath+"/type_kind",schemaPath:"#/properties/type_kind/type",keyword:"type",params:{type: "string"},message:"must be string"};
+}
+else {
+const err22 = {instancePath:instancePath+"/inherits",schemaPath:"#/properties/inherits/type",keyword:"type",params:{type: "array"},message:"must be array"};
 if(vErrors === null){
 vErrors = [err22];
 }
@@ -8828,8 +8827,11 @@ vErrors.push(err22);
 }
 errors++;
 }
-if(!((((((((data16 === "base") || (data16 === "domain")) || (data16 === "enum")) || (data16 === "composite")) || (data16 === "range")) || (data16 === "multirange")) || (data16 === "array")) || (data16 === "pseudo"))){
-const err23 = {instancePath:instancePath+"/type_kind",schemaPath:"#/properties/type_kind/enum",keyword:"enum",params:{allowedValues: schema98.properties.type_kind.enum},message:"must be equal to one of the allowed values"};
+}
+if(data.type_kind !== undefined){
+let data17 = data.type_kind;
+if(typeof data17 !== "string"){
+const err23 = {instancePath:instancePath+"/type_kind",schemaPath:"#/properties/type_kind/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err23];
 }
@@ -8838,10 +8840,8 @@ vErrors.push(err23);
 }
 errors++;
 }
-}
-if(data.base_type !== undefined){
-if(typeof data.base_type !== "string"){
-const err24 = {instancePath:instancePath+"/base_type",schemaPath:"#/properties/base_type/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(!((((((((data17 === "base") || (data17 === "domain")) || (data17 === "enum")) || (data17 === "composite")) || (data17 === "range")) || (data17 === "multirange")) || (data17 === "array")) || (data17 === "pseudo"))){
+const err24 = {instancePath:instancePath+"/type_kind",schemaPath:"#/properties/type_kind/enum",keyword:"enum",params:{allowedValues: schema98.properties.type_kind.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err24];
 }
@@ -8851,9 +8851,9 @@ vErrors.push(err24);
 errors++;
 }
 }
-if(data.element_type !== undefined){
-if(typeof data.element_type !== "string"){
-const err25 = {instancePath:instancePath+"/element_type",schemaPath:"#/properties/element_type/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(data.base_type !== undefined){
+if(typeof data.base_type !== "string"){
+const err25 = {instancePath:instancePath+"/base_type",schemaPath:"#/properties/base_type/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err25];
 }
@@ -8863,10 +8863,9 @@ vErrors.push(err25);
 errors++;
 }
 }
-if(data.element_kind !== undefined){
-let data19 = data.element_kind;
-if(typeof data19 !== "string"){
-const err26 = {instancePath:instancePath+"/element_kind",schemaPath:"#/properties/element_kind/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(data.element_type !== undefined){
+if(typeof data.element_type !== "string"){
+const err26 = {instancePath:instancePath+"/element_type",schemaPath:"#/properties/element_type/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err26];
 }
@@ -8875,8 +8874,11 @@ vErrors.push(err26);
 }
 errors++;
 }
-if(!(((((((data19 === "base") || (data19 === "domain")) || (data19 === "enum")) || (data19 === "composite")) || (data19 === "range")) || (data19 === "multirange")) || (data19 === "pseudo"))){
-const err27 = {instancePath:instancePath+"/element_kind",schemaPath:"#/properties/element_kind/enum",keyword:"enum",params:{allowedValues: schema98.properties.element_kind.enum},message:"must be equal to one of the allowed values"};
+}
+if(data.element_kind !== undefined){
+let data20 = data.element_kind;
+if(typeof data20 !== "string"){
+const err27 = {instancePath:instancePath+"/element_kind",schemaPath:"#/properties/element_kind/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err27];
 }
@@ -8885,14 +8887,8 @@ vErrors.push(err27);
 }
 errors++;
 }
-}
-if(data.enum_labels !== undefined){
-let data20 = data.enum_labels;
-if(Array.isArray(data20)){
-const len1 = data20.length;
-for(let i1=0; i1<len1; i1++){
-if(typeof data20[i1] !== "string"){
-const err28 = {instancePath:instancePath+"/enum_labels/" + i1,schemaPath:"#/properties/enum_labels/items/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(!(((((((data20 === "base") || (data20 === "domain")) || (data20 === "enum")) || (data20 === "composite")) || (data20 === "range")) || (data20 === "multirange")) || (data20 === "pseudo"))){
+const err28 = {instancePath:instancePath+"/element_kind",schemaPath:"#/properties/element_kind/enum",keyword:"enum",params:{allowedValues: schema98.properties.element_kind.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err28];
 }
@@ -8902,9 +8898,13 @@ vErrors.push(err28);
 errors++;
 }
 }
-}
-else {
-const err29 = {instancePath:instancePath+"/enum_labels",schemaPath:"#/properties/enum_labels/type",keyword:"type",params:{type: "array"},message:"must be array"};
+if(data.enum_labels !== undefined){
+let data21 = data.enum_labels;
+if(Array.isArray(data21)){
+const len1 = data21.length;
+for(let i1=0; i1<len1; i1++){
+if(typeof data21[i1] !== "string"){
+const err29 = {instancePath:instancePath+"/enum_labels/" + i1,schemaPath:"#/properties/enum_labels/items/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err29];
 }
@@ -8914,9 +8914,9 @@ vErrors.push(err29);
 errors++;
 }
 }
-if(data.range_subtype !== undefined){
-if(typeof data.range_subtype !== "string"){
-const err30 = {instancePath:instancePath+"/range_subtype",schemaPath:"#/properties/range_subtype/type",keyword:"type",params:{type: "string"},message:"must be string"};
+}
+else {
+const err30 = {instancePath:instancePath+"/enum_labels",schemaPath:"#/properties/enum_labels/type",keyword:"type",params:{type: "array"},message:"must be array"};
 if(vErrors === null){
 vErrors = [err30];
 }
@@ -8926,10 +8926,9 @@ vErrors.push(err30);
 errors++;
 }
 }
-if(data.value_form !== undefined){
-let data23 = data.value_form;
-if(typeof data23 !== "string"){
-const err31 = {instancePath:instancePath+"/value_form",schemaPath:"#/properties/value_form/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(data.range_subtype !== undefined){
+if(typeof data.range_subtype !== "string"){
+const err31 = {instancePath:instancePath+"/range_subtype",schemaPath:"#/properties/range_subtype/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err31];
 }
@@ -8938,8 +8937,11 @@ vErrors.push(err31);
 }
 errors++;
 }
-if(!(((((((data23 === "text") || (data23 === "boolean")) || (data23 === "number")) || (data23 === "int8")) || (data23 === "float")) || (data23 === "json")) || (data23 === "array"))){
-const err32 = {instancePath:instancePath+"/value_form",schemaPath:"#/properties/value_form/enum",keyword:"enum",params:{allowedValues: schema98.properties.value_form.enum},message:"must be equal to one of the allowed values"};
+}
+if(data.value_form !== undefined){
+let data24 = data.value_form;
+if(typeof data24 !== "string"){
+const err32 = {instancePath:instancePath+"/value_form",schemaPath:"#/properties/value_form/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err32];
 }
@@ -8948,15 +8950,25 @@ vErrors.push(err32);
 }
 errors++;
 }
-}
-}
-else {
-const err33 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(!(((((((data24 === "text") || (data24 === "boolean")) || (data24 === "number")) || (data24 === "int8")) || (data24 === "float")) || (data24 === "json")) || (data24 === "array"))){
+const err33 = {instancePath:instancePath+"/value_form",schemaPath:"#/properties/value_form/enum",keyword:"enum",params:{allowedValues: schema98.properties.value_form.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err33];
 }
 else {
 vErrors.push(err33);
+}
+errors++;
+}
+}
+}
+else {
+const err34 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err34];
+}
+else {
+vErrors.push(err34);
 }
 errors++;
 }
