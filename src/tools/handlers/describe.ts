@@ -149,7 +149,9 @@ export function generatedColumnView(evaluator: AccessEvaluator, sourceId: string
     if (maskInHierarchy(mask, schema, table, i, h) !== null) masked = true;
     if (read !== 'allow') expression = false;
   }
-  if (action === 'describe' && decideInHierarchy(evaluator, sourceId, 'read', { schema, table, column }, h) === 'deny') hidden = true;
+  // A generated column cannot be written: a read deny on it hides it even where a write allow would
+  // describe it, unless a describe allow names it (AccessEvaluator.describesExplicitly, hnu41).
+  if (action === 'describe' && decideInHierarchy(evaluator, sourceId, 'read', { schema, table, column }, h) === 'deny' && !evaluator.describesExplicitly(sourceId, { schema, table, column })) hidden = true;
   return { hidden, masked, expression: expression && !masked };
 }
 
@@ -391,7 +393,7 @@ export function describeSourceHandler(deps: DescribeDeps): ToolHandler {
             if (g.hidden) return false;
             if (!g.expression) noExpression.add(c.name);
             // A column a read deny refuses, described because a write allow covers it: write-only.
-            if (decideInHierarchy(evaluator, sourceId, 'read', col, h) === 'deny' && decideInHierarchy(evaluator, sourceId, 'write', col, h) === 'allow') writeOnly.add(c.name);
+            if (!c.generated && decideInHierarchy(evaluator, sourceId, 'read', col, h) === 'deny' && decideInHierarchy(evaluator, sourceId, 'write', col, h) === 'allow') writeOnly.add(c.name);
             return true;
           })
           .map((c) => c.name),

@@ -34,6 +34,8 @@ const NU: SourceRole = {
   ],
 };
 const NUW: SourceRole = { name: 'nuw', statements: [...NU.statements, { effect: 'allow', action: 'write', resource: 'public.customer' }] };
+/** nuw with a read deny on a generated column itself: it cannot be written either. */
+const NUG: SourceRole = { name: 'nug', statements: [...NUW.statements, { effect: 'deny', action: 'read', resource: 'public.customer.country_lc' }] };
 const A = { employee_id: 1 };
 
 let fx: RowFixture;
@@ -41,6 +43,7 @@ beforeAll(async () => {
   fx = await startRowFixture(EXTRA);
   fx.grant('nu', [NU]);
   fx.grant('nuw', [NUW]);
+  fx.grant('nug', [NUG]);
   fx.store.policies = [
     { name: 'mask-email', rule: { type: 'mask_columns', columns: ['public.customer.email'], method: 'partial' } },
     { name: 'mask-phone', rule: { type: 'mask_columns', columns: ['public.customer.phone'], method: 'partial' } },
@@ -95,6 +98,8 @@ describe('item 1: the describe tools follow a generated column inputs, as reads 
     expect(Object.keys(rows)).toEqual(['customer_id', 'support_rep_id', 'country', 'email', 'credit', 'code', 'ssn', 'phone', 'email_len', 'country_lc']);
     expect(rows.ssn).toEqual({ default: null, generated: false, write_only: true });
     expect(Object.values(rows).filter((r) => (r as { write_only?: boolean }).write_only)).toHaveLength(1);
+    // A generated column whose own read is denied is not listed write_only (it cannot be written): not at all.
+    expect(Object.keys(await customerSource('nug'))).toEqual(['customer_id', 'support_rep_id', 'country', 'email', 'credit', 'code', 'ssn', 'phone', 'email_len']);
     // describe_access (reads) is unchanged by the write allow.
     expect((await customerAccess('nuw')).columns).not.toContain('ssn');
   });
