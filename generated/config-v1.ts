@@ -161,7 +161,7 @@ export interface GatewayConfig {
               )[]
             ];
             /**
-             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             * Environment variable holding the signing secret, at least 32 bytes (UTF-8; a shorter one is refused when the configuration loads). Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
              */
             secret_env: string;
           }
@@ -184,7 +184,7 @@ export interface GatewayConfig {
               )[]
             ];
             /**
-             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             * Environment variable holding the signing secret, at least 32 bytes (UTF-8; a shorter one is refused when the configuration loads). Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
              */
             secret_env: string;
           },
@@ -205,72 +205,7 @@ export interface GatewayConfig {
               )[]
             ];
             /**
-             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
-             */
-            secret_env: string;
-          }
-        ]
-      | [
-          {
-            /**
-             * Where to POST (http or https).
-             */
-            url: string;
-            /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
-             *
-             * @minItems 1
-             */
-            events: [
-              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
-              ...(
-                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
-              )[]
-            ];
-            /**
-             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
-             */
-            secret_env: string;
-          },
-          {
-            /**
-             * Where to POST (http or https).
-             */
-            url: string;
-            /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
-             *
-             * @minItems 1
-             */
-            events: [
-              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
-              ...(
-                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
-              )[]
-            ];
-            /**
-             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
-             */
-            secret_env: string;
-          },
-          {
-            /**
-             * Where to POST (http or https).
-             */
-            url: string;
-            /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
-             *
-             * @minItems 1
-             */
-            events: [
-              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
-              ...(
-                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
-              )[]
-            ];
-            /**
-             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             * Environment variable holding the signing secret, at least 32 bytes (UTF-8; a shorter one is refused when the configuration loads). Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
              */
             secret_env: string;
           }
@@ -293,7 +228,7 @@ export interface GatewayConfig {
               )[]
             ];
             /**
-             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             * Environment variable holding the signing secret, at least 32 bytes (UTF-8; a shorter one is refused when the configuration loads). Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
              */
             secret_env: string;
           },
@@ -314,7 +249,7 @@ export interface GatewayConfig {
               )[]
             ];
             /**
-             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             * Environment variable holding the signing secret, at least 32 bytes (UTF-8; a shorter one is refused when the configuration loads). Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
              */
             secret_env: string;
           },
@@ -335,28 +270,7 @@ export interface GatewayConfig {
               )[]
             ];
             /**
-             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
-             */
-            secret_env: string;
-          },
-          {
-            /**
-             * Where to POST (http or https).
-             */
-            url: string;
-            /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
-             *
-             * @minItems 1
-             */
-            events: [
-              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
-              ...(
-                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
-              )[]
-            ];
-            /**
-             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             * Environment variable holding the signing secret, at least 32 bytes (UTF-8; a shorter one is refused when the configuration loads). Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
              */
             secret_env: string;
           }
@@ -379,7 +293,7 @@ export interface GatewayConfig {
               )[]
             ];
             /**
-             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             * Environment variable holding the signing secret, at least 32 bytes (UTF-8; a shorter one is refused when the configuration loads). Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
              */
             secret_env: string;
           },
@@ -400,7 +314,7 @@ export interface GatewayConfig {
               )[]
             ];
             /**
-             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             * Environment variable holding the signing secret, at least 32 bytes (UTF-8; a shorter one is refused when the configuration loads). Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
              */
             secret_env: string;
           },
@@ -421,7 +335,7 @@ export interface GatewayConfig {
               )[]
             ];
             /**
-             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             * Environment variable holding the signing secret, at least 32 bytes (UTF-8; a shorter one is refused when the configuration loads). Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
              */
             secret_env: string;
           },
@@ -442,28 +356,7 @@ export interface GatewayConfig {
               )[]
             ];
             /**
-             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
-             */
-            secret_env: string;
-          },
-          {
-            /**
-             * Where to POST (http or https).
-             */
-            url: string;
-            /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
-             *
-             * @minItems 1
-             */
-            events: [
-              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
-              ...(
-                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
-              )[]
-            ];
-            /**
-             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             * Environment variable holding the signing secret, at least 32 bytes (UTF-8; a shorter one is refused when the configuration loads). Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
              */
             secret_env: string;
           }
@@ -486,7 +379,7 @@ export interface GatewayConfig {
               )[]
             ];
             /**
-             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             * Environment variable holding the signing secret, at least 32 bytes (UTF-8; a shorter one is refused when the configuration loads). Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
              */
             secret_env: string;
           },
@@ -507,7 +400,7 @@ export interface GatewayConfig {
               )[]
             ];
             /**
-             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             * Environment variable holding the signing secret, at least 32 bytes (UTF-8; a shorter one is refused when the configuration loads). Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
              */
             secret_env: string;
           },
@@ -528,7 +421,7 @@ export interface GatewayConfig {
               )[]
             ];
             /**
-             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             * Environment variable holding the signing secret, at least 32 bytes (UTF-8; a shorter one is refused when the configuration loads). Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
              */
             secret_env: string;
           },
@@ -549,7 +442,7 @@ export interface GatewayConfig {
               )[]
             ];
             /**
-             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             * Environment variable holding the signing secret, at least 32 bytes (UTF-8; a shorter one is refused when the configuration loads). Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
              */
             secret_env: string;
           },
@@ -570,28 +463,7 @@ export interface GatewayConfig {
               )[]
             ];
             /**
-             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
-             */
-            secret_env: string;
-          },
-          {
-            /**
-             * Where to POST (http or https).
-             */
-            url: string;
-            /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
-             *
-             * @minItems 1
-             */
-            events: [
-              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
-              ...(
-                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
-              )[]
-            ];
-            /**
-             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             * Environment variable holding the signing secret, at least 32 bytes (UTF-8; a shorter one is refused when the configuration loads). Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
              */
             secret_env: string;
           }
@@ -614,7 +486,7 @@ export interface GatewayConfig {
               )[]
             ];
             /**
-             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             * Environment variable holding the signing secret, at least 32 bytes (UTF-8; a shorter one is refused when the configuration loads). Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
              */
             secret_env: string;
           },
@@ -635,7 +507,7 @@ export interface GatewayConfig {
               )[]
             ];
             /**
-             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             * Environment variable holding the signing secret, at least 32 bytes (UTF-8; a shorter one is refused when the configuration loads). Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
              */
             secret_env: string;
           },
@@ -656,7 +528,7 @@ export interface GatewayConfig {
               )[]
             ];
             /**
-             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             * Environment variable holding the signing secret, at least 32 bytes (UTF-8; a shorter one is refused when the configuration loads). Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
              */
             secret_env: string;
           },
@@ -677,7 +549,7 @@ export interface GatewayConfig {
               )[]
             ];
             /**
-             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             * Environment variable holding the signing secret, at least 32 bytes (UTF-8; a shorter one is refused when the configuration loads). Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
              */
             secret_env: string;
           },
@@ -698,7 +570,7 @@ export interface GatewayConfig {
               )[]
             ];
             /**
-             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             * Environment variable holding the signing secret, at least 32 bytes (UTF-8; a shorter one is refused when the configuration loads). Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
              */
             secret_env: string;
           },
@@ -719,28 +591,7 @@ export interface GatewayConfig {
               )[]
             ];
             /**
-             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
-             */
-            secret_env: string;
-          },
-          {
-            /**
-             * Where to POST (http or https).
-             */
-            url: string;
-            /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
-             *
-             * @minItems 1
-             */
-            events: [
-              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
-              ...(
-                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
-              )[]
-            ];
-            /**
-             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             * Environment variable holding the signing secret, at least 32 bytes (UTF-8; a shorter one is refused when the configuration loads). Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
              */
             secret_env: string;
           }
@@ -763,7 +614,7 @@ export interface GatewayConfig {
               )[]
             ];
             /**
-             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             * Environment variable holding the signing secret, at least 32 bytes (UTF-8; a shorter one is refused when the configuration loads). Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
              */
             secret_env: string;
           },
@@ -784,7 +635,7 @@ export interface GatewayConfig {
               )[]
             ];
             /**
-             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             * Environment variable holding the signing secret, at least 32 bytes (UTF-8; a shorter one is refused when the configuration loads). Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
              */
             secret_env: string;
           },
@@ -805,7 +656,7 @@ export interface GatewayConfig {
               )[]
             ];
             /**
-             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             * Environment variable holding the signing secret, at least 32 bytes (UTF-8; a shorter one is refused when the configuration loads). Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
              */
             secret_env: string;
           },
@@ -826,7 +677,7 @@ export interface GatewayConfig {
               )[]
             ];
             /**
-             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             * Environment variable holding the signing secret, at least 32 bytes (UTF-8; a shorter one is refused when the configuration loads). Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
              */
             secret_env: string;
           },
@@ -847,7 +698,7 @@ export interface GatewayConfig {
               )[]
             ];
             /**
-             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             * Environment variable holding the signing secret, at least 32 bytes (UTF-8; a shorter one is refused when the configuration loads). Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
              */
             secret_env: string;
           },
@@ -868,7 +719,7 @@ export interface GatewayConfig {
               )[]
             ];
             /**
-             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             * Environment variable holding the signing secret, at least 32 bytes (UTF-8; a shorter one is refused when the configuration loads). Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
              */
             secret_env: string;
           },
@@ -889,28 +740,7 @@ export interface GatewayConfig {
               )[]
             ];
             /**
-             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
-             */
-            secret_env: string;
-          },
-          {
-            /**
-             * Where to POST (http or https).
-             */
-            url: string;
-            /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
-             *
-             * @minItems 1
-             */
-            events: [
-              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
-              ...(
-                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
-              )[]
-            ];
-            /**
-             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             * Environment variable holding the signing secret, at least 32 bytes (UTF-8; a shorter one is refused when the configuration loads). Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
              */
             secret_env: string;
           }
@@ -933,7 +763,7 @@ export interface GatewayConfig {
               )[]
             ];
             /**
-             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             * Environment variable holding the signing secret, at least 32 bytes (UTF-8; a shorter one is refused when the configuration loads). Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
              */
             secret_env: string;
           },
@@ -954,7 +784,7 @@ export interface GatewayConfig {
               )[]
             ];
             /**
-             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             * Environment variable holding the signing secret, at least 32 bytes (UTF-8; a shorter one is refused when the configuration loads). Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
              */
             secret_env: string;
           },
@@ -975,7 +805,7 @@ export interface GatewayConfig {
               )[]
             ];
             /**
-             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             * Environment variable holding the signing secret, at least 32 bytes (UTF-8; a shorter one is refused when the configuration loads). Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
              */
             secret_env: string;
           },
@@ -996,7 +826,7 @@ export interface GatewayConfig {
               )[]
             ];
             /**
-             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             * Environment variable holding the signing secret, at least 32 bytes (UTF-8; a shorter one is refused when the configuration loads). Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
              */
             secret_env: string;
           },
@@ -1017,7 +847,7 @@ export interface GatewayConfig {
               )[]
             ];
             /**
-             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             * Environment variable holding the signing secret, at least 32 bytes (UTF-8; a shorter one is refused when the configuration loads). Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
              */
             secret_env: string;
           },
@@ -1038,7 +868,7 @@ export interface GatewayConfig {
               )[]
             ];
             /**
-             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             * Environment variable holding the signing secret, at least 32 bytes (UTF-8; a shorter one is refused when the configuration loads). Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
              */
             secret_env: string;
           },
@@ -1059,7 +889,7 @@ export interface GatewayConfig {
               )[]
             ];
             /**
-             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             * Environment variable holding the signing secret, at least 32 bytes (UTF-8; a shorter one is refused when the configuration loads). Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
              */
             secret_env: string;
           },
@@ -1080,28 +910,7 @@ export interface GatewayConfig {
               )[]
             ];
             /**
-             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
-             */
-            secret_env: string;
-          },
-          {
-            /**
-             * Where to POST (http or https).
-             */
-            url: string;
-            /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
-             *
-             * @minItems 1
-             */
-            events: [
-              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
-              ...(
-                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
-              )[]
-            ];
-            /**
-             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             * Environment variable holding the signing secret, at least 32 bytes (UTF-8; a shorter one is refused when the configuration loads). Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
              */
             secret_env: string;
           }
@@ -1124,7 +933,7 @@ export interface GatewayConfig {
               )[]
             ];
             /**
-             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             * Environment variable holding the signing secret, at least 32 bytes (UTF-8; a shorter one is refused when the configuration loads). Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
              */
             secret_env: string;
           },
@@ -1145,7 +954,7 @@ export interface GatewayConfig {
               )[]
             ];
             /**
-             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             * Environment variable holding the signing secret, at least 32 bytes (UTF-8; a shorter one is refused when the configuration loads). Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
              */
             secret_env: string;
           },
@@ -1166,7 +975,7 @@ export interface GatewayConfig {
               )[]
             ];
             /**
-             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             * Environment variable holding the signing secret, at least 32 bytes (UTF-8; a shorter one is refused when the configuration loads). Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
              */
             secret_env: string;
           },
@@ -1187,7 +996,7 @@ export interface GatewayConfig {
               )[]
             ];
             /**
-             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             * Environment variable holding the signing secret, at least 32 bytes (UTF-8; a shorter one is refused when the configuration loads). Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
              */
             secret_env: string;
           },
@@ -1208,7 +1017,7 @@ export interface GatewayConfig {
               )[]
             ];
             /**
-             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             * Environment variable holding the signing secret, at least 32 bytes (UTF-8; a shorter one is refused when the configuration loads). Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
              */
             secret_env: string;
           },
@@ -1229,7 +1038,7 @@ export interface GatewayConfig {
               )[]
             ];
             /**
-             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             * Environment variable holding the signing secret, at least 32 bytes (UTF-8; a shorter one is refused when the configuration loads). Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
              */
             secret_env: string;
           },
@@ -1250,7 +1059,7 @@ export interface GatewayConfig {
               )[]
             ];
             /**
-             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             * Environment variable holding the signing secret, at least 32 bytes (UTF-8; a shorter one is refused when the configuration loads). Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
              */
             secret_env: string;
           },
@@ -1271,7 +1080,7 @@ export interface GatewayConfig {
               )[]
             ];
             /**
-             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             * Environment variable holding the signing secret, at least 32 bytes (UTF-8; a shorter one is refused when the configuration loads). Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
              */
             secret_env: string;
           },
@@ -1292,28 +1101,7 @@ export interface GatewayConfig {
               )[]
             ];
             /**
-             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
-             */
-            secret_env: string;
-          },
-          {
-            /**
-             * Where to POST (http or https).
-             */
-            url: string;
-            /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
-             *
-             * @minItems 1
-             */
-            events: [
-              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
-              ...(
-                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
-              )[]
-            ];
-            /**
-             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             * Environment variable holding the signing secret, at least 32 bytes (UTF-8; a shorter one is refused when the configuration loads). Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
              */
             secret_env: string;
           }
@@ -1336,7 +1124,7 @@ export interface GatewayConfig {
               )[]
             ];
             /**
-             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             * Environment variable holding the signing secret, at least 32 bytes (UTF-8; a shorter one is refused when the configuration loads). Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
              */
             secret_env: string;
           },
@@ -1357,7 +1145,7 @@ export interface GatewayConfig {
               )[]
             ];
             /**
-             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             * Environment variable holding the signing secret, at least 32 bytes (UTF-8; a shorter one is refused when the configuration loads). Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
              */
             secret_env: string;
           },
@@ -1378,7 +1166,7 @@ export interface GatewayConfig {
               )[]
             ];
             /**
-             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             * Environment variable holding the signing secret, at least 32 bytes (UTF-8; a shorter one is refused when the configuration loads). Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
              */
             secret_env: string;
           },
@@ -1399,7 +1187,7 @@ export interface GatewayConfig {
               )[]
             ];
             /**
-             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             * Environment variable holding the signing secret, at least 32 bytes (UTF-8; a shorter one is refused when the configuration loads). Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
              */
             secret_env: string;
           },
@@ -1420,7 +1208,7 @@ export interface GatewayConfig {
               )[]
             ];
             /**
-             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             * Environment variable holding the signing secret, at least 32 bytes (UTF-8; a shorter one is refused when the configuration loads). Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
              */
             secret_env: string;
           },
@@ -1441,7 +1229,7 @@ export interface GatewayConfig {
               )[]
             ];
             /**
-             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             * Environment variable holding the signing secret, at least 32 bytes (UTF-8; a shorter one is refused when the configuration loads). Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
              */
             secret_env: string;
           },
@@ -1462,7 +1250,7 @@ export interface GatewayConfig {
               )[]
             ];
             /**
-             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             * Environment variable holding the signing secret, at least 32 bytes (UTF-8; a shorter one is refused when the configuration loads). Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
              */
             secret_env: string;
           },
@@ -1483,7 +1271,7 @@ export interface GatewayConfig {
               )[]
             ];
             /**
-             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             * Environment variable holding the signing secret, at least 32 bytes (UTF-8; a shorter one is refused when the configuration loads). Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
              */
             secret_env: string;
           },
@@ -1504,7 +1292,7 @@ export interface GatewayConfig {
               )[]
             ];
             /**
-             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             * Environment variable holding the signing secret, at least 32 bytes (UTF-8; a shorter one is refused when the configuration loads). Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
              */
             secret_env: string;
           },
@@ -1525,28 +1313,7 @@ export interface GatewayConfig {
               )[]
             ];
             /**
-             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
-             */
-            secret_env: string;
-          },
-          {
-            /**
-             * Where to POST (http or https).
-             */
-            url: string;
-            /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
-             *
-             * @minItems 1
-             */
-            events: [
-              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
-              ...(
-                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
-              )[]
-            ];
-            /**
-             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             * Environment variable holding the signing secret, at least 32 bytes (UTF-8; a shorter one is refused when the configuration loads). Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
              */
             secret_env: string;
           }
@@ -1569,7 +1336,7 @@ export interface GatewayConfig {
               )[]
             ];
             /**
-             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             * Environment variable holding the signing secret, at least 32 bytes (UTF-8; a shorter one is refused when the configuration loads). Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
              */
             secret_env: string;
           },
@@ -1590,7 +1357,7 @@ export interface GatewayConfig {
               )[]
             ];
             /**
-             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             * Environment variable holding the signing secret, at least 32 bytes (UTF-8; a shorter one is refused when the configuration loads). Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
              */
             secret_env: string;
           },
@@ -1611,7 +1378,7 @@ export interface GatewayConfig {
               )[]
             ];
             /**
-             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             * Environment variable holding the signing secret, at least 32 bytes (UTF-8; a shorter one is refused when the configuration loads). Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
              */
             secret_env: string;
           },
@@ -1632,7 +1399,7 @@ export interface GatewayConfig {
               )[]
             ];
             /**
-             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             * Environment variable holding the signing secret, at least 32 bytes (UTF-8; a shorter one is refused when the configuration loads). Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
              */
             secret_env: string;
           },
@@ -1653,7 +1420,7 @@ export interface GatewayConfig {
               )[]
             ];
             /**
-             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             * Environment variable holding the signing secret, at least 32 bytes (UTF-8; a shorter one is refused when the configuration loads). Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
              */
             secret_env: string;
           },
@@ -1674,7 +1441,7 @@ export interface GatewayConfig {
               )[]
             ];
             /**
-             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             * Environment variable holding the signing secret, at least 32 bytes (UTF-8; a shorter one is refused when the configuration loads). Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
              */
             secret_env: string;
           },
@@ -1695,7 +1462,7 @@ export interface GatewayConfig {
               )[]
             ];
             /**
-             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             * Environment variable holding the signing secret, at least 32 bytes (UTF-8; a shorter one is refused when the configuration loads). Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
              */
             secret_env: string;
           },
@@ -1716,7 +1483,7 @@ export interface GatewayConfig {
               )[]
             ];
             /**
-             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             * Environment variable holding the signing secret, at least 32 bytes (UTF-8; a shorter one is refused when the configuration loads). Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
              */
             secret_env: string;
           },
@@ -1737,7 +1504,7 @@ export interface GatewayConfig {
               )[]
             ];
             /**
-             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             * Environment variable holding the signing secret, at least 32 bytes (UTF-8; a shorter one is refused when the configuration loads). Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
              */
             secret_env: string;
           },
@@ -1758,7 +1525,7 @@ export interface GatewayConfig {
               )[]
             ];
             /**
-             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             * Environment variable holding the signing secret, at least 32 bytes (UTF-8; a shorter one is refused when the configuration loads). Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
              */
             secret_env: string;
           },
@@ -1779,28 +1546,7 @@ export interface GatewayConfig {
               )[]
             ];
             /**
-             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
-             */
-            secret_env: string;
-          },
-          {
-            /**
-             * Where to POST (http or https).
-             */
-            url: string;
-            /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
-             *
-             * @minItems 1
-             */
-            events: [
-              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
-              ...(
-                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
-              )[]
-            ];
-            /**
-             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             * Environment variable holding the signing secret, at least 32 bytes (UTF-8; a shorter one is refused when the configuration loads). Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
              */
             secret_env: string;
           }
@@ -1823,7 +1569,7 @@ export interface GatewayConfig {
               )[]
             ];
             /**
-             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             * Environment variable holding the signing secret, at least 32 bytes (UTF-8; a shorter one is refused when the configuration loads). Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
              */
             secret_env: string;
           },
@@ -1844,7 +1590,7 @@ export interface GatewayConfig {
               )[]
             ];
             /**
-             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             * Environment variable holding the signing secret, at least 32 bytes (UTF-8; a shorter one is refused when the configuration loads). Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
              */
             secret_env: string;
           },
@@ -1865,7 +1611,7 @@ export interface GatewayConfig {
               )[]
             ];
             /**
-             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             * Environment variable holding the signing secret, at least 32 bytes (UTF-8; a shorter one is refused when the configuration loads). Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
              */
             secret_env: string;
           },
@@ -1886,7 +1632,7 @@ export interface GatewayConfig {
               )[]
             ];
             /**
-             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             * Environment variable holding the signing secret, at least 32 bytes (UTF-8; a shorter one is refused when the configuration loads). Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
              */
             secret_env: string;
           },
@@ -1907,7 +1653,7 @@ export interface GatewayConfig {
               )[]
             ];
             /**
-             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             * Environment variable holding the signing secret, at least 32 bytes (UTF-8; a shorter one is refused when the configuration loads). Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
              */
             secret_env: string;
           },
@@ -1928,7 +1674,7 @@ export interface GatewayConfig {
               )[]
             ];
             /**
-             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             * Environment variable holding the signing secret, at least 32 bytes (UTF-8; a shorter one is refused when the configuration loads). Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
              */
             secret_env: string;
           },
@@ -1949,7 +1695,7 @@ export interface GatewayConfig {
               )[]
             ];
             /**
-             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             * Environment variable holding the signing secret, at least 32 bytes (UTF-8; a shorter one is refused when the configuration loads). Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
              */
             secret_env: string;
           },
@@ -1970,7 +1716,7 @@ export interface GatewayConfig {
               )[]
             ];
             /**
-             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             * Environment variable holding the signing secret, at least 32 bytes (UTF-8; a shorter one is refused when the configuration loads). Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
              */
             secret_env: string;
           },
@@ -1991,7 +1737,7 @@ export interface GatewayConfig {
               )[]
             ];
             /**
-             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             * Environment variable holding the signing secret, at least 32 bytes (UTF-8; a shorter one is refused when the configuration loads). Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
              */
             secret_env: string;
           },
@@ -2012,7 +1758,7 @@ export interface GatewayConfig {
               )[]
             ];
             /**
-             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             * Environment variable holding the signing secret, at least 32 bytes (UTF-8; a shorter one is refused when the configuration loads). Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
              */
             secret_env: string;
           },
@@ -2033,7 +1779,7 @@ export interface GatewayConfig {
               )[]
             ];
             /**
-             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             * Environment variable holding the signing secret, at least 32 bytes (UTF-8; a shorter one is refused when the configuration loads). Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
              */
             secret_env: string;
           },
@@ -2054,28 +1800,7 @@ export interface GatewayConfig {
               )[]
             ];
             /**
-             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
-             */
-            secret_env: string;
-          },
-          {
-            /**
-             * Where to POST (http or https).
-             */
-            url: string;
-            /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
-             *
-             * @minItems 1
-             */
-            events: [
-              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
-              ...(
-                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
-              )[]
-            ];
-            /**
-             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             * Environment variable holding the signing secret, at least 32 bytes (UTF-8; a shorter one is refused when the configuration loads). Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
              */
             secret_env: string;
           }
@@ -2098,7 +1823,7 @@ export interface GatewayConfig {
               )[]
             ];
             /**
-             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             * Environment variable holding the signing secret, at least 32 bytes (UTF-8; a shorter one is refused when the configuration loads). Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
              */
             secret_env: string;
           },
@@ -2119,7 +1844,7 @@ export interface GatewayConfig {
               )[]
             ];
             /**
-             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             * Environment variable holding the signing secret, at least 32 bytes (UTF-8; a shorter one is refused when the configuration loads). Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
              */
             secret_env: string;
           },
@@ -2140,7 +1865,7 @@ export interface GatewayConfig {
               )[]
             ];
             /**
-             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             * Environment variable holding the signing secret, at least 32 bytes (UTF-8; a shorter one is refused when the configuration loads). Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
              */
             secret_env: string;
           },
@@ -2161,7 +1886,7 @@ export interface GatewayConfig {
               )[]
             ];
             /**
-             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             * Environment variable holding the signing secret, at least 32 bytes (UTF-8; a shorter one is refused when the configuration loads). Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
              */
             secret_env: string;
           },
@@ -2182,7 +1907,7 @@ export interface GatewayConfig {
               )[]
             ];
             /**
-             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             * Environment variable holding the signing secret, at least 32 bytes (UTF-8; a shorter one is refused when the configuration loads). Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
              */
             secret_env: string;
           },
@@ -2203,7 +1928,7 @@ export interface GatewayConfig {
               )[]
             ];
             /**
-             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             * Environment variable holding the signing secret, at least 32 bytes (UTF-8; a shorter one is refused when the configuration loads). Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
              */
             secret_env: string;
           },
@@ -2224,7 +1949,7 @@ export interface GatewayConfig {
               )[]
             ];
             /**
-             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             * Environment variable holding the signing secret, at least 32 bytes (UTF-8; a shorter one is refused when the configuration loads). Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
              */
             secret_env: string;
           },
@@ -2245,7 +1970,7 @@ export interface GatewayConfig {
               )[]
             ];
             /**
-             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             * Environment variable holding the signing secret, at least 32 bytes (UTF-8; a shorter one is refused when the configuration loads). Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
              */
             secret_env: string;
           },
@@ -2266,7 +1991,7 @@ export interface GatewayConfig {
               )[]
             ];
             /**
-             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             * Environment variable holding the signing secret, at least 32 bytes (UTF-8; a shorter one is refused when the configuration loads). Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
              */
             secret_env: string;
           },
@@ -2287,7 +2012,7 @@ export interface GatewayConfig {
               )[]
             ];
             /**
-             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             * Environment variable holding the signing secret, at least 32 bytes (UTF-8; a shorter one is refused when the configuration loads). Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
              */
             secret_env: string;
           },
@@ -2308,7 +2033,7 @@ export interface GatewayConfig {
               )[]
             ];
             /**
-             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             * Environment variable holding the signing secret, at least 32 bytes (UTF-8; a shorter one is refused when the configuration loads). Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
              */
             secret_env: string;
           },
@@ -2329,7 +2054,7 @@ export interface GatewayConfig {
               )[]
             ];
             /**
-             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             * Environment variable holding the signing secret, at least 32 bytes (UTF-8; a shorter one is refused when the configuration loads). Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
              */
             secret_env: string;
           },
@@ -2350,28 +2075,7 @@ export interface GatewayConfig {
               )[]
             ];
             /**
-             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
-             */
-            secret_env: string;
-          },
-          {
-            /**
-             * Where to POST (http or https).
-             */
-            url: string;
-            /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
-             *
-             * @minItems 1
-             */
-            events: [
-              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
-              ...(
-                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
-              )[]
-            ];
-            /**
-             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             * Environment variable holding the signing secret, at least 32 bytes (UTF-8; a shorter one is refused when the configuration loads). Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
              */
             secret_env: string;
           }
@@ -2394,7 +2098,7 @@ export interface GatewayConfig {
               )[]
             ];
             /**
-             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             * Environment variable holding the signing secret, at least 32 bytes (UTF-8; a shorter one is refused when the configuration loads). Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
              */
             secret_env: string;
           },
@@ -2415,7 +2119,7 @@ export interface GatewayConfig {
               )[]
             ];
             /**
-             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             * Environment variable holding the signing secret, at least 32 bytes (UTF-8; a shorter one is refused when the configuration loads). Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
              */
             secret_env: string;
           },
@@ -2436,7 +2140,7 @@ export interface GatewayConfig {
               )[]
             ];
             /**
-             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             * Environment variable holding the signing secret, at least 32 bytes (UTF-8; a shorter one is refused when the configuration loads). Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
              */
             secret_env: string;
           },
@@ -2457,7 +2161,7 @@ export interface GatewayConfig {
               )[]
             ];
             /**
-             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             * Environment variable holding the signing secret, at least 32 bytes (UTF-8; a shorter one is refused when the configuration loads). Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
              */
             secret_env: string;
           },
@@ -2478,7 +2182,7 @@ export interface GatewayConfig {
               )[]
             ];
             /**
-             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             * Environment variable holding the signing secret, at least 32 bytes (UTF-8; a shorter one is refused when the configuration loads). Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
              */
             secret_env: string;
           },
@@ -2499,7 +2203,7 @@ export interface GatewayConfig {
               )[]
             ];
             /**
-             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             * Environment variable holding the signing secret, at least 32 bytes (UTF-8; a shorter one is refused when the configuration loads). Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
              */
             secret_env: string;
           },
@@ -2520,7 +2224,7 @@ export interface GatewayConfig {
               )[]
             ];
             /**
-             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             * Environment variable holding the signing secret, at least 32 bytes (UTF-8; a shorter one is refused when the configuration loads). Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
              */
             secret_env: string;
           },
@@ -2541,7 +2245,7 @@ export interface GatewayConfig {
               )[]
             ];
             /**
-             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             * Environment variable holding the signing secret, at least 32 bytes (UTF-8; a shorter one is refused when the configuration loads). Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
              */
             secret_env: string;
           },
@@ -2562,7 +2266,7 @@ export interface GatewayConfig {
               )[]
             ];
             /**
-             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             * Environment variable holding the signing secret, at least 32 bytes (UTF-8; a shorter one is refused when the configuration loads). Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
              */
             secret_env: string;
           },
@@ -2583,7 +2287,7 @@ export interface GatewayConfig {
               )[]
             ];
             /**
-             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             * Environment variable holding the signing secret, at least 32 bytes (UTF-8; a shorter one is refused when the configuration loads). Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
              */
             secret_env: string;
           },
@@ -2604,7 +2308,7 @@ export interface GatewayConfig {
               )[]
             ];
             /**
-             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             * Environment variable holding the signing secret, at least 32 bytes (UTF-8; a shorter one is refused when the configuration loads). Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
              */
             secret_env: string;
           },
@@ -2625,7 +2329,7 @@ export interface GatewayConfig {
               )[]
             ];
             /**
-             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             * Environment variable holding the signing secret, at least 32 bytes (UTF-8; a shorter one is refused when the configuration loads). Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
              */
             secret_env: string;
           },
@@ -2646,7 +2350,7 @@ export interface GatewayConfig {
               )[]
             ];
             /**
-             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             * Environment variable holding the signing secret, at least 32 bytes (UTF-8; a shorter one is refused when the configuration loads). Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
              */
             secret_env: string;
           },
@@ -2667,28 +2371,7 @@ export interface GatewayConfig {
               )[]
             ];
             /**
-             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
-             */
-            secret_env: string;
-          },
-          {
-            /**
-             * Where to POST (http or https).
-             */
-            url: string;
-            /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
-             *
-             * @minItems 1
-             */
-            events: [
-              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
-              ...(
-                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
-              )[]
-            ];
-            /**
-             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             * Environment variable holding the signing secret, at least 32 bytes (UTF-8; a shorter one is refused when the configuration loads). Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
              */
             secret_env: string;
           }
@@ -2711,7 +2394,7 @@ export interface GatewayConfig {
               )[]
             ];
             /**
-             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             * Environment variable holding the signing secret, at least 32 bytes (UTF-8; a shorter one is refused when the configuration loads). Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
              */
             secret_env: string;
           },
@@ -2732,7 +2415,7 @@ export interface GatewayConfig {
               )[]
             ];
             /**
-             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             * Environment variable holding the signing secret, at least 32 bytes (UTF-8; a shorter one is refused when the configuration loads). Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
              */
             secret_env: string;
           },
@@ -2753,7 +2436,7 @@ export interface GatewayConfig {
               )[]
             ];
             /**
-             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             * Environment variable holding the signing secret, at least 32 bytes (UTF-8; a shorter one is refused when the configuration loads). Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
              */
             secret_env: string;
           },
@@ -2774,7 +2457,7 @@ export interface GatewayConfig {
               )[]
             ];
             /**
-             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             * Environment variable holding the signing secret, at least 32 bytes (UTF-8; a shorter one is refused when the configuration loads). Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
              */
             secret_env: string;
           },
@@ -2795,7 +2478,7 @@ export interface GatewayConfig {
               )[]
             ];
             /**
-             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             * Environment variable holding the signing secret, at least 32 bytes (UTF-8; a shorter one is refused when the configuration loads). Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
              */
             secret_env: string;
           },
@@ -2816,7 +2499,7 @@ export interface GatewayConfig {
               )[]
             ];
             /**
-             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             * Environment variable holding the signing secret, at least 32 bytes (UTF-8; a shorter one is refused when the configuration loads). Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
              */
             secret_env: string;
           },
@@ -2837,7 +2520,7 @@ export interface GatewayConfig {
               )[]
             ];
             /**
-             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             * Environment variable holding the signing secret, at least 32 bytes (UTF-8; a shorter one is refused when the configuration loads). Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
              */
             secret_env: string;
           },
@@ -2858,7 +2541,7 @@ export interface GatewayConfig {
               )[]
             ];
             /**
-             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             * Environment variable holding the signing secret, at least 32 bytes (UTF-8; a shorter one is refused when the configuration loads). Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
              */
             secret_env: string;
           },
@@ -2879,7 +2562,7 @@ export interface GatewayConfig {
               )[]
             ];
             /**
-             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             * Environment variable holding the signing secret, at least 32 bytes (UTF-8; a shorter one is refused when the configuration loads). Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
              */
             secret_env: string;
           },
@@ -2900,7 +2583,7 @@ export interface GatewayConfig {
               )[]
             ];
             /**
-             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             * Environment variable holding the signing secret, at least 32 bytes (UTF-8; a shorter one is refused when the configuration loads). Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
              */
             secret_env: string;
           },
@@ -2921,7 +2604,7 @@ export interface GatewayConfig {
               )[]
             ];
             /**
-             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             * Environment variable holding the signing secret, at least 32 bytes (UTF-8; a shorter one is refused when the configuration loads). Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
              */
             secret_env: string;
           },
@@ -2942,7 +2625,7 @@ export interface GatewayConfig {
               )[]
             ];
             /**
-             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             * Environment variable holding the signing secret, at least 32 bytes (UTF-8; a shorter one is refused when the configuration loads). Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
              */
             secret_env: string;
           },
@@ -2963,7 +2646,7 @@ export interface GatewayConfig {
               )[]
             ];
             /**
-             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             * Environment variable holding the signing secret, at least 32 bytes (UTF-8; a shorter one is refused when the configuration loads). Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
              */
             secret_env: string;
           },
@@ -2984,7 +2667,7 @@ export interface GatewayConfig {
               )[]
             ];
             /**
-             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             * Environment variable holding the signing secret, at least 32 bytes (UTF-8; a shorter one is refused when the configuration loads). Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
              */
             secret_env: string;
           },
@@ -3005,28 +2688,7 @@ export interface GatewayConfig {
               )[]
             ];
             /**
-             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
-             */
-            secret_env: string;
-          },
-          {
-            /**
-             * Where to POST (http or https).
-             */
-            url: string;
-            /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
-             *
-             * @minItems 1
-             */
-            events: [
-              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
-              ...(
-                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
-              )[]
-            ];
-            /**
-             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             * Environment variable holding the signing secret, at least 32 bytes (UTF-8; a shorter one is refused when the configuration loads). Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
              */
             secret_env: string;
           }
@@ -3049,7 +2711,7 @@ export interface GatewayConfig {
               )[]
             ];
             /**
-             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             * Environment variable holding the signing secret, at least 32 bytes (UTF-8; a shorter one is refused when the configuration loads). Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
              */
             secret_env: string;
           },
@@ -3070,7 +2732,7 @@ export interface GatewayConfig {
               )[]
             ];
             /**
-             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             * Environment variable holding the signing secret, at least 32 bytes (UTF-8; a shorter one is refused when the configuration loads). Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
              */
             secret_env: string;
           },
@@ -3091,7 +2753,7 @@ export interface GatewayConfig {
               )[]
             ];
             /**
-             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             * Environment variable holding the signing secret, at least 32 bytes (UTF-8; a shorter one is refused when the configuration loads). Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
              */
             secret_env: string;
           },
@@ -3112,7 +2774,7 @@ export interface GatewayConfig {
               )[]
             ];
             /**
-             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             * Environment variable holding the signing secret, at least 32 bytes (UTF-8; a shorter one is refused when the configuration loads). Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
              */
             secret_env: string;
           },
@@ -3133,7 +2795,7 @@ export interface GatewayConfig {
               )[]
             ];
             /**
-             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             * Environment variable holding the signing secret, at least 32 bytes (UTF-8; a shorter one is refused when the configuration loads). Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
              */
             secret_env: string;
           },
@@ -3154,7 +2816,7 @@ export interface GatewayConfig {
               )[]
             ];
             /**
-             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             * Environment variable holding the signing secret, at least 32 bytes (UTF-8; a shorter one is refused when the configuration loads). Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
              */
             secret_env: string;
           },
@@ -3175,7 +2837,7 @@ export interface GatewayConfig {
               )[]
             ];
             /**
-             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             * Environment variable holding the signing secret, at least 32 bytes (UTF-8; a shorter one is refused when the configuration loads). Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
              */
             secret_env: string;
           },
@@ -3196,7 +2858,7 @@ export interface GatewayConfig {
               )[]
             ];
             /**
-             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             * Environment variable holding the signing secret, at least 32 bytes (UTF-8; a shorter one is refused when the configuration loads). Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
              */
             secret_env: string;
           },
@@ -3217,7 +2879,7 @@ export interface GatewayConfig {
               )[]
             ];
             /**
-             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             * Environment variable holding the signing secret, at least 32 bytes (UTF-8; a shorter one is refused when the configuration loads). Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
              */
             secret_env: string;
           },
@@ -3238,7 +2900,7 @@ export interface GatewayConfig {
               )[]
             ];
             /**
-             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             * Environment variable holding the signing secret, at least 32 bytes (UTF-8; a shorter one is refused when the configuration loads). Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
              */
             secret_env: string;
           },
@@ -3259,7 +2921,7 @@ export interface GatewayConfig {
               )[]
             ];
             /**
-             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             * Environment variable holding the signing secret, at least 32 bytes (UTF-8; a shorter one is refused when the configuration loads). Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
              */
             secret_env: string;
           },
@@ -3280,7 +2942,7 @@ export interface GatewayConfig {
               )[]
             ];
             /**
-             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             * Environment variable holding the signing secret, at least 32 bytes (UTF-8; a shorter one is refused when the configuration loads). Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
              */
             secret_env: string;
           },
@@ -3301,7 +2963,7 @@ export interface GatewayConfig {
               )[]
             ];
             /**
-             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             * Environment variable holding the signing secret, at least 32 bytes (UTF-8; a shorter one is refused when the configuration loads). Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
              */
             secret_env: string;
           },
@@ -3322,7 +2984,7 @@ export interface GatewayConfig {
               )[]
             ];
             /**
-             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             * Environment variable holding the signing secret, at least 32 bytes (UTF-8; a shorter one is refused when the configuration loads). Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
              */
             secret_env: string;
           },
@@ -3343,7 +3005,7 @@ export interface GatewayConfig {
               )[]
             ];
             /**
-             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             * Environment variable holding the signing secret, at least 32 bytes (UTF-8; a shorter one is refused when the configuration loads). Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
              */
             secret_env: string;
           },
@@ -3364,28 +3026,7 @@ export interface GatewayConfig {
               )[]
             ];
             /**
-             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
-             */
-            secret_env: string;
-          },
-          {
-            /**
-             * Where to POST (http or https).
-             */
-            url: string;
-            /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
-             *
-             * @minItems 1
-             */
-            events: [
-              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
-              ...(
-                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
-              )[]
-            ];
-            /**
-             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             * Environment variable holding the signing secret, at least 32 bytes (UTF-8; a shorter one is refused when the configuration loads). Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
              */
             secret_env: string;
           }
@@ -3408,7 +3049,7 @@ export interface GatewayConfig {
               )[]
             ];
             /**
-             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             * Environment variable holding the signing secret, at least 32 bytes (UTF-8; a shorter one is refused when the configuration loads). Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
              */
             secret_env: string;
           },
@@ -3429,7 +3070,7 @@ export interface GatewayConfig {
               )[]
             ];
             /**
-             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             * Environment variable holding the signing secret, at least 32 bytes (UTF-8; a shorter one is refused when the configuration loads). Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
              */
             secret_env: string;
           },
@@ -3450,7 +3091,7 @@ export interface GatewayConfig {
               )[]
             ];
             /**
-             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             * Environment variable holding the signing secret, at least 32 bytes (UTF-8; a shorter one is refused when the configuration loads). Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
              */
             secret_env: string;
           },
@@ -3471,7 +3112,7 @@ export interface GatewayConfig {
               )[]
             ];
             /**
-             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             * Environment variable holding the signing secret, at least 32 bytes (UTF-8; a shorter one is refused when the configuration loads). Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
              */
             secret_env: string;
           },
@@ -3492,7 +3133,7 @@ export interface GatewayConfig {
               )[]
             ];
             /**
-             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             * Environment variable holding the signing secret, at least 32 bytes (UTF-8; a shorter one is refused when the configuration loads). Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
              */
             secret_env: string;
           },
@@ -3513,7 +3154,7 @@ export interface GatewayConfig {
               )[]
             ];
             /**
-             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             * Environment variable holding the signing secret, at least 32 bytes (UTF-8; a shorter one is refused when the configuration loads). Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
              */
             secret_env: string;
           },
@@ -3534,7 +3175,7 @@ export interface GatewayConfig {
               )[]
             ];
             /**
-             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             * Environment variable holding the signing secret, at least 32 bytes (UTF-8; a shorter one is refused when the configuration loads). Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
              */
             secret_env: string;
           },
@@ -3555,7 +3196,7 @@ export interface GatewayConfig {
               )[]
             ];
             /**
-             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             * Environment variable holding the signing secret, at least 32 bytes (UTF-8; a shorter one is refused when the configuration loads). Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
              */
             secret_env: string;
           },
@@ -3576,7 +3217,7 @@ export interface GatewayConfig {
               )[]
             ];
             /**
-             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             * Environment variable holding the signing secret, at least 32 bytes (UTF-8; a shorter one is refused when the configuration loads). Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
              */
             secret_env: string;
           },
@@ -3597,7 +3238,7 @@ export interface GatewayConfig {
               )[]
             ];
             /**
-             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             * Environment variable holding the signing secret, at least 32 bytes (UTF-8; a shorter one is refused when the configuration loads). Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
              */
             secret_env: string;
           },
@@ -3618,7 +3259,7 @@ export interface GatewayConfig {
               )[]
             ];
             /**
-             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             * Environment variable holding the signing secret, at least 32 bytes (UTF-8; a shorter one is refused when the configuration loads). Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
              */
             secret_env: string;
           },
@@ -3639,7 +3280,7 @@ export interface GatewayConfig {
               )[]
             ];
             /**
-             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             * Environment variable holding the signing secret, at least 32 bytes (UTF-8; a shorter one is refused when the configuration loads). Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
              */
             secret_env: string;
           },
@@ -3660,7 +3301,7 @@ export interface GatewayConfig {
               )[]
             ];
             /**
-             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             * Environment variable holding the signing secret, at least 32 bytes (UTF-8; a shorter one is refused when the configuration loads). Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
              */
             secret_env: string;
           },
@@ -3681,7 +3322,7 @@ export interface GatewayConfig {
               )[]
             ];
             /**
-             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             * Environment variable holding the signing secret, at least 32 bytes (UTF-8; a shorter one is refused when the configuration loads). Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
              */
             secret_env: string;
           },
@@ -3702,7 +3343,7 @@ export interface GatewayConfig {
               )[]
             ];
             /**
-             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             * Environment variable holding the signing secret, at least 32 bytes (UTF-8; a shorter one is refused when the configuration loads). Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
              */
             secret_env: string;
           },
@@ -3723,7 +3364,7 @@ export interface GatewayConfig {
               )[]
             ];
             /**
-             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             * Environment variable holding the signing secret, at least 32 bytes (UTF-8; a shorter one is refused when the configuration loads). Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
              */
             secret_env: string;
           },
@@ -3744,28 +3385,7 @@ export interface GatewayConfig {
               )[]
             ];
             /**
-             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
-             */
-            secret_env: string;
-          },
-          {
-            /**
-             * Where to POST (http or https).
-             */
-            url: string;
-            /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
-             *
-             * @minItems 1
-             */
-            events: [
-              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
-              ...(
-                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
-              )[]
-            ];
-            /**
-             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             * Environment variable holding the signing secret, at least 32 bytes (UTF-8; a shorter one is refused when the configuration loads). Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
              */
             secret_env: string;
           }
@@ -3788,7 +3408,7 @@ export interface GatewayConfig {
               )[]
             ];
             /**
-             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             * Environment variable holding the signing secret, at least 32 bytes (UTF-8; a shorter one is refused when the configuration loads). Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
              */
             secret_env: string;
           },
@@ -3809,7 +3429,7 @@ export interface GatewayConfig {
               )[]
             ];
             /**
-             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             * Environment variable holding the signing secret, at least 32 bytes (UTF-8; a shorter one is refused when the configuration loads). Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
              */
             secret_env: string;
           },
@@ -3830,7 +3450,7 @@ export interface GatewayConfig {
               )[]
             ];
             /**
-             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             * Environment variable holding the signing secret, at least 32 bytes (UTF-8; a shorter one is refused when the configuration loads). Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
              */
             secret_env: string;
           },
@@ -3851,7 +3471,7 @@ export interface GatewayConfig {
               )[]
             ];
             /**
-             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             * Environment variable holding the signing secret, at least 32 bytes (UTF-8; a shorter one is refused when the configuration loads). Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
              */
             secret_env: string;
           },
@@ -3872,7 +3492,7 @@ export interface GatewayConfig {
               )[]
             ];
             /**
-             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             * Environment variable holding the signing secret, at least 32 bytes (UTF-8; a shorter one is refused when the configuration loads). Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
              */
             secret_env: string;
           },
@@ -3893,7 +3513,7 @@ export interface GatewayConfig {
               )[]
             ];
             /**
-             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             * Environment variable holding the signing secret, at least 32 bytes (UTF-8; a shorter one is refused when the configuration loads). Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
              */
             secret_env: string;
           },
@@ -3914,7 +3534,7 @@ export interface GatewayConfig {
               )[]
             ];
             /**
-             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             * Environment variable holding the signing secret, at least 32 bytes (UTF-8; a shorter one is refused when the configuration loads). Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
              */
             secret_env: string;
           },
@@ -3935,7 +3555,7 @@ export interface GatewayConfig {
               )[]
             ];
             /**
-             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             * Environment variable holding the signing secret, at least 32 bytes (UTF-8; a shorter one is refused when the configuration loads). Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
              */
             secret_env: string;
           },
@@ -3956,7 +3576,7 @@ export interface GatewayConfig {
               )[]
             ];
             /**
-             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             * Environment variable holding the signing secret, at least 32 bytes (UTF-8; a shorter one is refused when the configuration loads). Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
              */
             secret_env: string;
           },
@@ -3977,7 +3597,7 @@ export interface GatewayConfig {
               )[]
             ];
             /**
-             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             * Environment variable holding the signing secret, at least 32 bytes (UTF-8; a shorter one is refused when the configuration loads). Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
              */
             secret_env: string;
           },
@@ -3998,7 +3618,7 @@ export interface GatewayConfig {
               )[]
             ];
             /**
-             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             * Environment variable holding the signing secret, at least 32 bytes (UTF-8; a shorter one is refused when the configuration loads). Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
              */
             secret_env: string;
           },
@@ -4019,7 +3639,7 @@ export interface GatewayConfig {
               )[]
             ];
             /**
-             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             * Environment variable holding the signing secret, at least 32 bytes (UTF-8; a shorter one is refused when the configuration loads). Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
              */
             secret_env: string;
           },
@@ -4040,7 +3660,7 @@ export interface GatewayConfig {
               )[]
             ];
             /**
-             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             * Environment variable holding the signing secret, at least 32 bytes (UTF-8; a shorter one is refused when the configuration loads). Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
              */
             secret_env: string;
           },
@@ -4061,7 +3681,7 @@ export interface GatewayConfig {
               )[]
             ];
             /**
-             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             * Environment variable holding the signing secret, at least 32 bytes (UTF-8; a shorter one is refused when the configuration loads). Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
              */
             secret_env: string;
           },
@@ -4082,7 +3702,7 @@ export interface GatewayConfig {
               )[]
             ];
             /**
-             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             * Environment variable holding the signing secret, at least 32 bytes (UTF-8; a shorter one is refused when the configuration loads). Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
              */
             secret_env: string;
           },
@@ -4103,7 +3723,7 @@ export interface GatewayConfig {
               )[]
             ];
             /**
-             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             * Environment variable holding the signing secret, at least 32 bytes (UTF-8; a shorter one is refused when the configuration loads). Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
              */
             secret_env: string;
           },
@@ -4124,7 +3744,7 @@ export interface GatewayConfig {
               )[]
             ];
             /**
-             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             * Environment variable holding the signing secret, at least 32 bytes (UTF-8; a shorter one is refused when the configuration loads). Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
              */
             secret_env: string;
           },
@@ -4145,28 +3765,7 @@ export interface GatewayConfig {
               )[]
             ];
             /**
-             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
-             */
-            secret_env: string;
-          },
-          {
-            /**
-             * Where to POST (http or https).
-             */
-            url: string;
-            /**
-             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
-             *
-             * @minItems 1
-             */
-            events: [
-              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
-              ...(
-                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
-              )[]
-            ];
-            /**
-             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             * Environment variable holding the signing secret, at least 32 bytes (UTF-8; a shorter one is refused when the configuration loads). Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
              */
             secret_env: string;
           }
@@ -4189,7 +3788,7 @@ export interface GatewayConfig {
               )[]
             ];
             /**
-             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             * Environment variable holding the signing secret, at least 32 bytes (UTF-8; a shorter one is refused when the configuration loads). Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
              */
             secret_env: string;
           },
@@ -4210,7 +3809,7 @@ export interface GatewayConfig {
               )[]
             ];
             /**
-             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             * Environment variable holding the signing secret, at least 32 bytes (UTF-8; a shorter one is refused when the configuration loads). Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
              */
             secret_env: string;
           },
@@ -4231,7 +3830,7 @@ export interface GatewayConfig {
               )[]
             ];
             /**
-             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             * Environment variable holding the signing secret, at least 32 bytes (UTF-8; a shorter one is refused when the configuration loads). Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
              */
             secret_env: string;
           },
@@ -4252,7 +3851,7 @@ export interface GatewayConfig {
               )[]
             ];
             /**
-             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             * Environment variable holding the signing secret, at least 32 bytes (UTF-8; a shorter one is refused when the configuration loads). Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
              */
             secret_env: string;
           },
@@ -4273,7 +3872,7 @@ export interface GatewayConfig {
               )[]
             ];
             /**
-             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             * Environment variable holding the signing secret, at least 32 bytes (UTF-8; a shorter one is refused when the configuration loads). Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
              */
             secret_env: string;
           },
@@ -4294,7 +3893,7 @@ export interface GatewayConfig {
               )[]
             ];
             /**
-             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             * Environment variable holding the signing secret, at least 32 bytes (UTF-8; a shorter one is refused when the configuration loads). Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
              */
             secret_env: string;
           },
@@ -4315,7 +3914,7 @@ export interface GatewayConfig {
               )[]
             ];
             /**
-             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             * Environment variable holding the signing secret, at least 32 bytes (UTF-8; a shorter one is refused when the configuration loads). Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
              */
             secret_env: string;
           },
@@ -4336,7 +3935,7 @@ export interface GatewayConfig {
               )[]
             ];
             /**
-             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             * Environment variable holding the signing secret, at least 32 bytes (UTF-8; a shorter one is refused when the configuration loads). Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
              */
             secret_env: string;
           },
@@ -4357,7 +3956,7 @@ export interface GatewayConfig {
               )[]
             ];
             /**
-             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             * Environment variable holding the signing secret, at least 32 bytes (UTF-8; a shorter one is refused when the configuration loads). Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
              */
             secret_env: string;
           },
@@ -4378,7 +3977,7 @@ export interface GatewayConfig {
               )[]
             ];
             /**
-             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             * Environment variable holding the signing secret, at least 32 bytes (UTF-8; a shorter one is refused when the configuration loads). Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
              */
             secret_env: string;
           },
@@ -4399,7 +3998,7 @@ export interface GatewayConfig {
               )[]
             ];
             /**
-             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             * Environment variable holding the signing secret, at least 32 bytes (UTF-8; a shorter one is refused when the configuration loads). Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
              */
             secret_env: string;
           },
@@ -4420,7 +4019,7 @@ export interface GatewayConfig {
               )[]
             ];
             /**
-             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             * Environment variable holding the signing secret, at least 32 bytes (UTF-8; a shorter one is refused when the configuration loads). Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
              */
             secret_env: string;
           },
@@ -4441,7 +4040,7 @@ export interface GatewayConfig {
               )[]
             ];
             /**
-             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             * Environment variable holding the signing secret, at least 32 bytes (UTF-8; a shorter one is refused when the configuration loads). Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
              */
             secret_env: string;
           },
@@ -4462,7 +4061,7 @@ export interface GatewayConfig {
               )[]
             ];
             /**
-             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             * Environment variable holding the signing secret, at least 32 bytes (UTF-8; a shorter one is refused when the configuration loads). Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
              */
             secret_env: string;
           },
@@ -4483,7 +4082,7 @@ export interface GatewayConfig {
               )[]
             ];
             /**
-             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             * Environment variable holding the signing secret, at least 32 bytes (UTF-8; a shorter one is refused when the configuration loads). Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
              */
             secret_env: string;
           },
@@ -4504,7 +4103,7 @@ export interface GatewayConfig {
               )[]
             ];
             /**
-             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             * Environment variable holding the signing secret, at least 32 bytes (UTF-8; a shorter one is refused when the configuration loads). Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
              */
             secret_env: string;
           },
@@ -4525,7 +4124,7 @@ export interface GatewayConfig {
               )[]
             ];
             /**
-             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             * Environment variable holding the signing secret, at least 32 bytes (UTF-8; a shorter one is refused when the configuration loads). Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
              */
             secret_env: string;
           },
@@ -4546,7 +4145,7 @@ export interface GatewayConfig {
               )[]
             ];
             /**
-             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             * Environment variable holding the signing secret, at least 32 bytes (UTF-8; a shorter one is refused when the configuration loads). Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
              */
             secret_env: string;
           },
@@ -4567,7 +4166,30 @@ export interface GatewayConfig {
               )[]
             ];
             /**
-             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             * Environment variable holding the signing secret, at least 32 bytes (UTF-8; a shorter one is refused when the configuration loads). Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             */
+            secret_env: string;
+          }
+        ]
+      | [
+          {
+            /**
+             * Where to POST (http or https).
+             */
+            url: string;
+            /**
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
+             *
+             * @minItems 1
+             */
+            events: [
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
+            ];
+            /**
+             * Environment variable holding the signing secret, at least 32 bytes (UTF-8; a shorter one is refused when the configuration loads). Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
              */
             secret_env: string;
           },
@@ -4588,7 +4210,385 @@ export interface GatewayConfig {
               )[]
             ];
             /**
-             * Environment variable holding the signing secret. Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             * Environment variable holding the signing secret, at least 32 bytes (UTF-8; a shorter one is refused when the configuration loads). Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             */
+            secret_env: string;
+          },
+          {
+            /**
+             * Where to POST (http or https).
+             */
+            url: string;
+            /**
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
+             *
+             * @minItems 1
+             */
+            events: [
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
+            ];
+            /**
+             * Environment variable holding the signing secret, at least 32 bytes (UTF-8; a shorter one is refused when the configuration loads). Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             */
+            secret_env: string;
+          },
+          {
+            /**
+             * Where to POST (http or https).
+             */
+            url: string;
+            /**
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
+             *
+             * @minItems 1
+             */
+            events: [
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
+            ];
+            /**
+             * Environment variable holding the signing secret, at least 32 bytes (UTF-8; a shorter one is refused when the configuration loads). Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             */
+            secret_env: string;
+          },
+          {
+            /**
+             * Where to POST (http or https).
+             */
+            url: string;
+            /**
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
+             *
+             * @minItems 1
+             */
+            events: [
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
+            ];
+            /**
+             * Environment variable holding the signing secret, at least 32 bytes (UTF-8; a shorter one is refused when the configuration loads). Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             */
+            secret_env: string;
+          },
+          {
+            /**
+             * Where to POST (http or https).
+             */
+            url: string;
+            /**
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
+             *
+             * @minItems 1
+             */
+            events: [
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
+            ];
+            /**
+             * Environment variable holding the signing secret, at least 32 bytes (UTF-8; a shorter one is refused when the configuration loads). Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             */
+            secret_env: string;
+          },
+          {
+            /**
+             * Where to POST (http or https).
+             */
+            url: string;
+            /**
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
+             *
+             * @minItems 1
+             */
+            events: [
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
+            ];
+            /**
+             * Environment variable holding the signing secret, at least 32 bytes (UTF-8; a shorter one is refused when the configuration loads). Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             */
+            secret_env: string;
+          },
+          {
+            /**
+             * Where to POST (http or https).
+             */
+            url: string;
+            /**
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
+             *
+             * @minItems 1
+             */
+            events: [
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
+            ];
+            /**
+             * Environment variable holding the signing secret, at least 32 bytes (UTF-8; a shorter one is refused when the configuration loads). Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             */
+            secret_env: string;
+          },
+          {
+            /**
+             * Where to POST (http or https).
+             */
+            url: string;
+            /**
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
+             *
+             * @minItems 1
+             */
+            events: [
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
+            ];
+            /**
+             * Environment variable holding the signing secret, at least 32 bytes (UTF-8; a shorter one is refused when the configuration loads). Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             */
+            secret_env: string;
+          },
+          {
+            /**
+             * Where to POST (http or https).
+             */
+            url: string;
+            /**
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
+             *
+             * @minItems 1
+             */
+            events: [
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
+            ];
+            /**
+             * Environment variable holding the signing secret, at least 32 bytes (UTF-8; a shorter one is refused when the configuration loads). Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             */
+            secret_env: string;
+          },
+          {
+            /**
+             * Where to POST (http or https).
+             */
+            url: string;
+            /**
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
+             *
+             * @minItems 1
+             */
+            events: [
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
+            ];
+            /**
+             * Environment variable holding the signing secret, at least 32 bytes (UTF-8; a shorter one is refused when the configuration loads). Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             */
+            secret_env: string;
+          },
+          {
+            /**
+             * Where to POST (http or https).
+             */
+            url: string;
+            /**
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
+             *
+             * @minItems 1
+             */
+            events: [
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
+            ];
+            /**
+             * Environment variable holding the signing secret, at least 32 bytes (UTF-8; a shorter one is refused when the configuration loads). Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             */
+            secret_env: string;
+          },
+          {
+            /**
+             * Where to POST (http or https).
+             */
+            url: string;
+            /**
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
+             *
+             * @minItems 1
+             */
+            events: [
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
+            ];
+            /**
+             * Environment variable holding the signing secret, at least 32 bytes (UTF-8; a shorter one is refused when the configuration loads). Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             */
+            secret_env: string;
+          },
+          {
+            /**
+             * Where to POST (http or https).
+             */
+            url: string;
+            /**
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
+             *
+             * @minItems 1
+             */
+            events: [
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
+            ];
+            /**
+             * Environment variable holding the signing secret, at least 32 bytes (UTF-8; a shorter one is refused when the configuration loads). Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             */
+            secret_env: string;
+          },
+          {
+            /**
+             * Where to POST (http or https).
+             */
+            url: string;
+            /**
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
+             *
+             * @minItems 1
+             */
+            events: [
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
+            ];
+            /**
+             * Environment variable holding the signing secret, at least 32 bytes (UTF-8; a shorter one is refused when the configuration loads). Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             */
+            secret_env: string;
+          },
+          {
+            /**
+             * Where to POST (http or https).
+             */
+            url: string;
+            /**
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
+             *
+             * @minItems 1
+             */
+            events: [
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
+            ];
+            /**
+             * Environment variable holding the signing secret, at least 32 bytes (UTF-8; a shorter one is refused when the configuration loads). Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             */
+            secret_env: string;
+          },
+          {
+            /**
+             * Where to POST (http or https).
+             */
+            url: string;
+            /**
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
+             *
+             * @minItems 1
+             */
+            events: [
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
+            ];
+            /**
+             * Environment variable holding the signing secret, at least 32 bytes (UTF-8; a shorter one is refused when the configuration loads). Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             */
+            secret_env: string;
+          },
+          {
+            /**
+             * Where to POST (http or https).
+             */
+            url: string;
+            /**
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
+             *
+             * @minItems 1
+             */
+            events: [
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
+            ];
+            /**
+             * Environment variable holding the signing secret, at least 32 bytes (UTF-8; a shorter one is refused when the configuration loads). Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             */
+            secret_env: string;
+          },
+          {
+            /**
+             * Where to POST (http or https).
+             */
+            url: string;
+            /**
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
+             *
+             * @minItems 1
+             */
+            events: [
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
+            ];
+            /**
+             * Environment variable holding the signing secret, at least 32 bytes (UTF-8; a shorter one is refused when the configuration loads). Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
+             */
+            secret_env: string;
+          },
+          {
+            /**
+             * Where to POST (http or https).
+             */
+            url: string;
+            /**
+             * Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.
+             *
+             * @minItems 1
+             */
+            events: [
+              'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed',
+              ...(
+                'approval.queued' | 'approval.decided' | 'approval.expired' | 'approval.executed' | 'approval.failed'
+              )[]
+            ];
+            /**
+             * Environment variable holding the signing secret, at least 32 bytes (UTF-8; a shorter one is refused when the configuration loads). Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).
              */
             secret_env: string;
           }

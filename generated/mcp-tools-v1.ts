@@ -1452,7 +1452,7 @@ export interface CatalogRow {
    */
   is_nullable?: boolean;
   /**
-   * The default expression as PostgreSQL prints it, e.g. nextval('playlist_playlist_id_seq'::regclass); null when none.
+   * The default expression as PostgreSQL prints it, e.g. nextval('playlist_playlist_id_seq'::regclass), or a stored generated column's generation expression; null when none, and for a generated column computed from a column the caller may not read unmasked (the expression would name it).
    */
   column_default?: string | null;
   /**
@@ -1467,6 +1467,10 @@ export interface CatalogRow {
    * A stored generated column: it cannot be written.
    */
   is_generated?: boolean;
+  /**
+   * Present (true) only for a column a role denies the caller reading while a write allow covers it: it may be named in an INSERT or UPDATE, never read (SELECT, WHERE, RETURNING).
+   */
+  write_only?: boolean;
   /**
    * The default draws from a sequence (serial, bigserial, DEFAULT nextval(...)): omit it from INSERT.
    */

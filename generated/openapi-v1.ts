@@ -1704,7 +1704,7 @@ export interface components {
             data_type: string;
             /** @description The column accepts NULL (no NOT NULL constraint). */
             is_nullable?: boolean;
-            /** @description The default expression as PostgreSQL prints it, e.g. nextval('playlist_playlist_id_seq'::regclass); null when none. */
+            /** @description The default expression as PostgreSQL prints it, e.g. nextval('playlist_playlist_id_seq'::regclass), or a stored generated column's generation expression; null when none, and for a generated column computed from a column the caller may not read unmasked (the expression would name it). */
             column_default?: string | null;
             /** @description An identity column (GENERATED … AS IDENTITY): omit it from INSERT and the database assigns the value. */
             is_identity?: boolean;
@@ -1712,6 +1712,8 @@ export interface components {
             identity_generation?: string | null;
             /** @description A stored generated column: it cannot be written. */
             is_generated?: boolean;
+            /** @description Present (true) only for a column a role denies the caller reading while a write allow covers it: it may be named in an INSERT or UPDATE, never read (SELECT, WHERE, RETURNING). */
+            write_only?: boolean;
             /** @description The default draws from a sequence (serial, bigserial, DEFAULT nextval(...)): omit it from INSERT. */
             is_serial?: boolean;
             /** @description Part of the primary key. */

@@ -34,6 +34,7 @@ import type { Logger } from 'pino';
 import type { ControlDb } from '../control/db';
 import { getApproval } from '../control/approvals';
 import { initStatementDisplay, showInvisible, statementForDisplay } from './statement';
+import { webhookSecretProblem } from '../control/config';
 
 /** The events a webhook can subscribe to. */
 export const WEBHOOK_EVENTS = ['approval.queued', 'approval.decided', 'approval.expired', 'approval.executed', 'approval.failed'] as const;
@@ -187,6 +188,12 @@ export async function startWebhookDispatcher(opts: WebhookDispatcherOptions): Pr
     const secret = env[w.secret_env];
     if (!secret) {
       opts.logger?.warn({ component: 'webhooks', url: w.url, secret_env: w.secret_env }, 'webhook skipped: its secret_env variable is not set');
+      return [];
+    }
+    // loadConfig refuses a weak secret; a configuration built otherwise never signs with one (task hnu43 item 6).
+    const weak = webhookSecretProblem(w.secret_env, secret);
+    if (weak) {
+      opts.logger?.error({ component: 'webhooks', url: w.url, secret_env: w.secret_env }, `webhook skipped: ${weak}`);
       return [];
     }
     return [{ ...w, secret }];

@@ -23,7 +23,7 @@ import YAML from 'yaml';
 import type { ApprovalReview, OperatorBackend } from '../admin/backend';
 import { APPROVAL_STATES, type ApprovalFailureCause, type ApprovalRecord, type ApprovalState } from '../control/approvals';
 import { ControlError } from '../control/errors';
-import { initStatementDisplay, statementForDisplay } from '../approvals/statement';
+import { initStatementDisplay, showInvisible, statementForDisplay } from '../approvals/statement';
 import { parsePositiveInt } from './args';
 import { parseOperatorName } from './context';
 import { shortTime, table } from './output';
@@ -81,7 +81,8 @@ export function reviewText(r: ApprovalReview, opts: { statement: boolean }): str
   if (r.destructive) lines.push('destructive: yes (it deletes, updates or merges rows)');
   // The console's warning (an older server's review has no requester member).
   if (r.requester) lines.push(`warning: ${r.requester.message}`);
-  return lines.join('\n');
+  // Every character the terminal would apply rather than show is shown as ⟨U+XXXX⟩ (task hnu43 item 2).
+  return showInvisible(lines.join('\n')).text;
 }
 
 /** The row estimate as operator text: the number, or why there is none. */
@@ -101,10 +102,14 @@ export const LIST_STATEMENT_WIDTH = 80;
 /** Width of the params column of `approval list` (without --full). */
 export const LIST_PARAMS_WIDTH = 40;
 
-/** The parameter values of an approval as the list shows them: JSON, shortened with … past `width` characters; '' when there are none. */
+/**
+ * The parameter values of an approval as the list shows them: JSON with invisible characters shown
+ * as ⟨U+XXXX⟩ (showInvisible, as the statement: task hnu43 item 2), shortened with … past `width`
+ * characters; '' when there are none.
+ */
 export function paramsForDisplay(params: unknown[] | null | undefined, width?: number): { text: string; truncated: boolean } {
   if (!params || params.length === 0) return { text: '', truncated: false };
-  const text = JSON.stringify(params);
+  const text = showInvisible(JSON.stringify(params)).text;
   if (width === undefined || text.length <= width) return { text, truncated: false };
   return { text: `${cutText(text, width - 1)}…`, truncated: true };
 }
@@ -133,8 +138,15 @@ export function approvalListTable(rows: Array<ApprovalRecord & { requesterProble
   return truncated ? `${out}\n(statements or params ending in … are shortened: approval list --full, or approval show ID for the exact text with comments)` : out;
 }
 
-/** The human form of `approval show`: the record, then the review's row estimate. */
-function showText(r: ApprovalReview): string {
+/**
+ * The human form of `approval show`: the record (YAML; `sql` is the exact statement, comments and
+ * line breaks kept), then the review's row estimate. Every invisible character (bidirectional
+ * overrides such as U+202E, zero-width characters, controls: showInvisible) anywhere in it is shown
+ * as `⟨U+XXXX⟩`, as `approval list`, the approve prompt and the console show them, so a reviewer
+ * never reads text that differs from what runs (task hnu43 item 2: the YAML printed them raw).
+ * `--json` keeps the record's exact values.
+ */
+export function approvalShowText(r: ApprovalReview): string {
   const a = r.approval;
   const s = statementForDisplay(a.sql);
   const lines = [YAML.stringify({ ...a, failure: undefined, claimAttributes: undefined }).trimEnd()];
@@ -143,7 +155,7 @@ function showText(r: ApprovalReview): string {
   if (s.comments.length) lines.push(`comments in the statement (not part of what runs, check they match it):`, ...s.comments.map((c) => `  ${c}`));
   if (a.failure) lines.push(`cause (operators only): ${formatFailure(a.failure)}`);
   lines.push(reviewText(r, { statement: false }));
-  return lines.join('\n');
+  return showInvisible(lines.join('\n')).text;
 }
 
 /** Registers `approval …` on `program`. */
@@ -172,7 +184,7 @@ export function registerApprovalCommands(program: Command, session: (cmd: Comman
       const r = await (await s.backend()).reviewApproval(id);
       await initStatementDisplay();
       // --json: the record as before, with the review beside it.
-      s.print(showText(r), { ...r.approval, review: { destructive: r.destructive, estimate: r.estimate, plan: r.plan } });
+      s.print(approvalShowText(r), { ...r.approval, review: { destructive: r.destructive, estimate: r.estimate, plan: r.plan } });
     });
   const operatorOpt = () => new Option('--operator <name>', 'who decides (recorded in the audit; default: your OS user name)').default(userInfo().username).argParser(parseOperatorName);
   apr

@@ -301,5 +301,32 @@ export function loadConfig(opts: LoadConfigOptions): ResolvedGatewayConfig {
   const merged = deepMerge(deepMerge(deepMerge(structuredClone(DEFAULT_CONFIG) as unknown as Obj, fromFile), fromEnv), (opts.overrides ?? {}) as Obj);
   const final = check('', merged);
   if (final.length > 0) throw new ValidationError('invalid configuration', final);
+  // A webhook's signing secret must be strong enough (task hnu43 item 6); an unset one is skipped at start, as before.
+  const hooks = (merged as unknown as ResolvedGatewayConfig).notifications?.webhooks ?? [];
+  const weak = hooks.flatMap((h, i) => {
+    const why = webhookSecretProblem(h.secret_env, opts.env[h.secret_env]);
+    return why ? [`/notifications/webhooks/${i}/secret_env: ${why}`] : [];
+  });
+  if (weak.length > 0) throw new ValidationError('invalid configuration', weak);
   return merged as unknown as ResolvedGatewayConfig;
+}
+
+/**
+ * Fewest bytes (UTF-8) of a webhook signing secret (task hnu43 item 6). HMAC-SHA-256 keys shorter
+ * than the hash's 32-byte output are "strongly discouraged" (RFC 2104 section 3); Standard Webhooks
+ * requires 24 to 64 bytes, GitHub asks for a high-entropy value. 32 is also key_pepper's floor.
+ */
+export const WEBHOOK_SECRET_MIN_BYTES = 32;
+
+/**
+ * Why the value of webhook secret variable `name` cannot sign (too short: fewer than
+ * WEBHOOK_SECRET_MIN_BYTES UTF-8 bytes), or null when it can or is unset (an unset variable skips the
+ * webhook with a warning: src/approvals/webhooks.ts). The text names the variable and the length,
+ * never the value. Used at config load (loadConfig) and by the webhook dispatcher.
+ */
+export function webhookSecretProblem(name: string, value: string | undefined): string | null {
+  if (value === undefined || value === '') return null;
+  const bytes = Buffer.byteLength(value, 'utf8');
+  if (bytes >= WEBHOOK_SECRET_MIN_BYTES) return null;
+  return `${name} holds a ${bytes}-byte webhook signing secret; at least ${WEBHOOK_SECRET_MIN_BYTES} bytes are required (random, e.g. openssl rand -hex 32)`;
 }

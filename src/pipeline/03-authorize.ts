@@ -292,13 +292,24 @@ export function functionLabel(f: FunctionRead): string {
 
 /**
  * The refusal of a call of a user function that may read what the caller may not (task hfn).
- * `column`: "schema.table.column" when the caller may describe it (so naming it discloses nothing),
- * else undefined and the text names no relation or column (refusals never disclose what exists).
+ * `column`: the refused column when the caller may describe it (so naming it discloses nothing);
+ * its table alone (no `column`) when the caller may describe some column of that table but not the
+ * refused one; else undefined and the text names no relation or column (refusals never disclose
+ * what exists).
+ * InterLock knows the relations a function's body reads, not its columns (src/sql/function-reads.ts:
+ * every column of each counts as read), so a named column is one of that table the caller may not
+ * read, which the body need not use: the text says so (task hnu43 item 4: "reads column ssn" of a
+ * body that selects only email misled a new user).
  */
-export function functionDeniedMessage(f: FunctionRead, column?: string): string {
-  const what = column !== undefined ? `column ${column}, which` : 'a relation or column that';
-  return `The ${functionLabel(f)} reads ${what} no source role granted to this identity allows reading. A function's result cannot be masked or checked column by column, so the call is refused. Read the columns you may use directly (interlock_describe_access lists them), or ask an operator.`;
+export function functionDeniedMessage(f: FunctionRead, column?: { schema: string; table: string; column?: string }): string {
+  if (column === undefined) return `The ${functionLabel(f)} reads a relation or column that no source role granted to this identity allows reading. ${FUNCTION_DENIED_TAIL}`;
+  const table = `${column.schema}.${column.table}`;
+  const which = column.column !== undefined ? `no source role granted to this identity allows reading column ${table}.${column.column} (the body need not use it)` : 'a column of it is one no source role granted to this identity allows reading';
+  return `The ${functionLabel(f)} reads table ${table}. InterLock does not know which of its columns a function's body uses, so a call counts as reading every column of it, and ${which}. ${FUNCTION_DENIED_TAIL}`;
 }
+
+/** The end of functionDeniedMessage's texts. */
+const FUNCTION_DENIED_TAIL = "A function's result cannot be masked or checked column by column, so the call is refused. Read the columns you may use directly (interlock_describe_access lists them), or ask an operator.";
 
 /**
  * Step 3 for the user functions a statement runs (task hfn; `SqlAnalysisOk.functionReads`): every
@@ -316,7 +327,9 @@ export function authorizeFunctionReads(evaluator: AccessEvaluator, sourceId: str
       for (const c of checks) {
         if (decideInHierarchy(evaluator, sourceId, 'read', c, hierarchy, c.column === undefined ? cols : []) === 'allow') continue;
         const describable = c.column !== undefined && decideInHierarchy(evaluator, sourceId, 'describe', c, hierarchy) === 'allow';
-        return { kind: 'refusal', code: 'source_role_denied', message: functionDeniedMessage(f, describable ? `${c.schema}.${c.table}.${c.column}` : undefined) };
+        // A hidden column is not named; its table is when describe shows the caller some column of it (task hnu43 item 4).
+        const tableShown = !describable && cols.some((column) => decideInHierarchy(evaluator, sourceId, 'describe', { schema: r.schema, table: r.table, column }, hierarchy) === 'allow');
+        return { kind: 'refusal', code: 'source_role_denied', message: functionDeniedMessage(f, describable ? { schema: c.schema, table: c.table, column: c.column! } : tableShown ? { schema: r.schema, table: r.table } : undefined) };
       }
     }
   }

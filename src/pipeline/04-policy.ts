@@ -62,7 +62,10 @@ export function policyStep(policies: Policy[], subject: PolicySubject, a: OkAnal
         const column = catalogColumns(catalog, r.schema, r.table).find((c) => maskInHierarchy(verdict.maskPatterns, r.schema, r.table, c, hierarchy));
         if (column !== undefined) {
           // Named only when the caller may describe it (red team rt41b F8).
-          const what = describable({ schema: r.schema, table: r.table, column }) ? `column ${r.schema}.${r.table}.${column}, which` : 'a column that';
+          // The body's columns are not known, only its tables (task hnu43 item 4): say so rather than claim it reads that column.
+          const what = describable({ schema: r.schema, table: r.table, column })
+            ? `table ${r.schema}.${r.table}. InterLock does not know which of its columns a function's body uses, so a call counts as reading every column of it, and column ${r.schema}.${r.table}.${column} (which the body need not use) is one`
+            : 'a column that';
           return { ok: false, outcome: { kind: 'refusal', code: 'policy_denied', message: `The ${functionLabel(f)} reads ${what} a policy masks for this identity. A function's result cannot be masked, so the call is refused; select the column itself to see it masked.` } };
         }
       }
@@ -103,12 +106,14 @@ export function policyStep(policies: Policy[], subject: PolicySubject, a: OkAnal
     const shown = (c: { schema: string; table: string; column: string }) => (named.has(`${c.schema}.${c.table}`) ? `Column ${key(c)} is` : 'A column this statement reads through a view is');
     const misused = uses.find((c) => masked.has(key(c)));
     if (misused) {
-      // Only what works is suggested (task hnu42b item 2): an aggregate over a masked column is an
-      // output derived from it, masked whole (count(email) answers '***'; a `full` mask hides
-      // nullness, so a count of its non-null values would tell more than the mask), while count(*)
-      // reads no column.
-      const count = named.has(`${misused.schema}.${misused.table}`) ? ` (count(${misused.column}) too)` : '';
-      return { ok: false, outcome: { kind: 'refusal', code: 'policy_denied', message: `${shown(misused)} masked by policy: it can only be selected as it is, not used in conditions, expressions, joins, grouping, ordering, set operations or writes; an aggregate of it${count} returns the mask, and count(*) counts rows.` } };
+      // Only what works is suggested (task hnu42b item 2), and only what happens (task hnu43 item 5):
+      // any other aggregate (max, min, sum, string_agg…) takes the column as an input and is refused
+      // here like any expression; a plain count(col) is the one aggregate allowed, and its result is an
+      // output derived from the column, masked whole (count(email) answers the mask, e.g. '***', not a
+      // number: a `full` mask hides nullness, so a count of its non-null values would tell more than
+      // the mask); count(*) reads no column. docs/operators.md "Masks".
+      const count = named.has(`${misused.schema}.${misused.table}`) ? `count(${misused.column})` : 'a count of it';
+      return { ok: false, outcome: { kind: 'refusal', code: 'policy_denied', message: `${shown(misused)} masked by policy: it can only be selected as it is, not used in conditions, expressions, joins, grouping, ordering, set operations, aggregates other than count, or writes; ${count} returns the mask instead of a number, and count(*) counts rows.` } };
     }
     if (a.kind === 'write') {
       // A write must not copy a masked value somewhere it would be read back in clear.

@@ -507,7 +507,9 @@ export function shapeRowRules(input: Omit<RowRuleInput, 'attributes'>): RowRuleS
   } catch (err) {
     if (!(err instanceof RowRewriteRefusal)) throw err;
     // Met after every step so far: a caller failing one of them is refused for that instead.
-    refuse(unenforceable(err.message));
+    // TABLESAMPLE (task hnu43 item 3): the agent is told why, not only the code's common text.
+    if (err.reason === 'tablesample') refuse({ ...unenforceable(err.message), outcome: { kind: 'refusal', code: 'row_rule_unenforceable', message: `${err.message}. Remove TABLESAMPLE (filter or LIMIT the rows instead); tables without a row rule for you can still be sampled.` } });
+    else refuse(unenforceable(err.message));
   }
   if (!refused && rewritten.replaced === 0) refuse(unenforceable('no reference to the row-ruled relations was found in the text'));
   const attributes = [...new Set(steps.flatMap((st) => (st.kind === 'need' ? [...st.single, ...st.list] : [])))].sort();

@@ -12,7 +12,7 @@ import { connectSdkV1, connectSdkV2, type CallOutcome, type ConnectedClient } fr
 import { createOperatorToken } from '../../src/admin/tokens';
 import { verifyWebhook } from '../../src/approvals/webhooks';
 
-const SECRET = 'e2e-webhook-secret';
+const SECRET = 'e2e-webhook-secret-0123456789abcdef';
 let env: GovernedEnv;
 let receiver: Server;
 const hooks: Array<{ headers: Record<string, unknown>; body: string; json: any }> = [];

@@ -12,6 +12,9 @@
  *
  * An unqualified name that is both a CTE's name somewhere in the statement and a ruled relation is
  * refused (`cte_shadow`): which one it means depends on scope, and guessing wrong would skip a rule.
+ * A ruled relation sampled with TABLESAMPLE is refused (`tablesample`): PostgreSQL samples tables
+ * only, never a view, and sampling the base table before the rule's filter would need the rule
+ * written into the agent's statement instead of a view (task hnu43 item 3).
  */
 import { scanSync } from 'libpg-query';
 import { parseSql } from '../parser';
@@ -36,7 +39,7 @@ export type RowViewResolver = (ref: RelationReference, target: boolean) => strin
 
 /** Why a statement cannot be rewritten: a name that is both a CTE and a ruled relation, or a reference the rewrite could not place. */
 export class RowRewriteRefusal extends Error {
-  constructor(readonly reason: 'cte_shadow' | 'unplaced_reference', message: string) {
+  constructor(readonly reason: 'cte_shadow' | 'unplaced_reference' | 'tablesample', message: string) {
     super(message);
   }
 }
@@ -45,6 +48,8 @@ interface Found {
   node: Record<string, unknown>;
   /** True for the bare relation of INSERT/UPDATE/DELETE/MERGE (no RangeVar wrapper). */
   target: boolean;
+  /** True for the relation of `… TABLESAMPLE …` (a RangeTableSample's relation). */
+  sampled?: true;
 }
 
 const TARGET_OWNERS = new Set(['InsertStmt', 'UpdateStmt', 'DeleteStmt', 'MergeStmt']);
@@ -53,6 +58,7 @@ const TARGET_OWNERS = new Set(['InsertStmt', 'UpdateStmt', 'DeleteStmt', 'MergeS
 function collect(tree: unknown): { refs: Found[]; ctes: Set<string> } {
   const refs: Found[] = [];
   const ctes = new Set<string>();
+  const sampled = new Set<unknown>();
   const walk = (n: unknown, key: string | null): void => {
     if (Array.isArray(n)) {
       for (const x of n) walk(x, null);
@@ -60,7 +66,8 @@ function collect(tree: unknown): { refs: Found[]; ctes: Set<string> } {
     }
     if (!n || typeof n !== 'object') return;
     for (const [k, v] of Object.entries(n as Record<string, unknown>)) {
-      if (k === 'RangeVar') refs.push({ node: v as Record<string, unknown>, target: false });
+      if (k === 'RangeTableSample') sampled.add((v as { relation?: { RangeVar?: unknown } }).relation?.RangeVar);
+      if (k === 'RangeVar') refs.push({ node: v as Record<string, unknown>, target: false, ...(sampled.has(v) ? { sampled: true as const } : {}) });
       else if (k === 'CommonTableExpr') ctes.add(String((v as { ctename?: string }).ctename));
       else if (k === 'relation' && key !== null && TARGET_OWNERS.has(key)) refs.push({ node: v as Record<string, unknown>, target: true });
       walk(v, k);
@@ -85,10 +92,15 @@ export function rewriteRowRules(sql: string, resolve: RowViewResolver): { sql: s
   const edits: Array<{ start: number; end: number; text: string }> = [];
   let tokens: ReturnType<typeof scanSync>['tokens'] | null = null;
   const bytes = Buffer.from(sql, 'utf8');
-  for (const { node, target } of refs) {
+  for (const { node, target, sampled } of refs) {
     const ref = reference(node);
     const view = resolve(ref, target);
     if (view === null) continue;
+    // A row view is a view: PostgreSQL samples only tables and materialized views (0A000 "TABLESAMPLE
+    // clause can only be applied to tables and materialized views"), so refuse before running (task hnu43 item 3).
+    if (sampled) {
+      throw new RowRewriteRefusal('tablesample', `TABLESAMPLE on ${ref.schema === null ? '' : `${quoteIdent(ref.schema)}.`}${quoteIdent(ref.name)}, a table with a row rule for this identity: a row rule reads the table through a view, which PostgreSQL cannot sample`);
+    }
     if (ref.schema === null && ctes.has(ref.name)) {
       throw new RowRewriteRefusal('cte_shadow', `the name ${quoteIdent(ref.name)} is both a CTE of the statement and a row-ruled table`);
     }

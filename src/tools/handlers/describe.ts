@@ -10,6 +10,7 @@ import { AccessEvaluator } from '../../governance/evaluator';
 import { evaluatePolicies, policyRowRestrictions, type PolicyRowRestrictions } from '../../governance/policies';
 import { decideInHierarchy, governingRelations, maskInHierarchy } from '../../governance/hierarchy';
 import { catalogHierarchy, relationKey, type RelationHierarchy } from '../../sql/hierarchy';
+import type { ColumnMask } from '../../governance/policies';
 import type { GovernanceStore, MaybePromise, SourceRecord } from '../../governance/store';
 import type { CatalogKey as CatalogKeyDef, CatalogColumn, CatalogRelation, SourceCatalog } from '../../sql/catalog-types';
 import type { CatalogKey, CatalogRow } from '../../../generated/mcp-tools-v1';
@@ -116,6 +117,44 @@ export function viewColumnDenied(evaluator: AccessEvaluator, sourceId: string, c
   return a === null || viewLineageDenied(evaluator, sourceId, a, catalog, h);
 }
 
+/**
+ * The input columns of a stored generated column of `schema.table` (CatalogColumn.generatedFrom;
+ * every other column of the table when the snapshot does not record them, as the analyser takes
+ * them), or null for any other column. Task hnu43 item 1: reading a generated column reads its
+ * inputs (red team rt42 G1), so both describe tools decide it through them.
+ */
+export function generatedInputs(catalog: SourceCatalog, schema: string, table: string, column: string): readonly string[] | null {
+  return prepareCatalog(catalog).relations.get(relKey(schema, table))?.generatedInputs?.get(column) ?? null;
+}
+
+/**
+ * How describe treats a stored generated column (task hnu43 item 1), as interlock_query decides a
+ * read of it: `hidden` when the column itself or one of its inputs is refused (describe_access: an
+ * input whose read is not allowed; describe_source: an input whose read a deny refuses, or one the
+ * caller may not describe), `masked` when an input is masked (a read answers it masked, `full`),
+ * and `expression` true only when every input may be read unmasked (else describe_source shows
+ * `column_default` null, so the generation expression never names what the caller cannot read).
+ * `mask` is the caller's read mask patterns (evaluatePolicies' maskPatterns).
+ */
+export function generatedColumnView(evaluator: AccessEvaluator, sourceId: string, catalog: SourceCatalog, h: RelationHierarchy, mask: Array<{ parts: string[]; method: ColumnMask['method'] }>, schema: string, table: string, column: string, action: 'read' | 'describe'): { hidden: boolean; masked: boolean; expression: boolean } {
+  const inputs = generatedInputs(catalog, schema, table, column);
+  if (inputs === null) return { hidden: false, masked: false, expression: true };
+  let hidden = false;
+  let masked = false;
+  let expression = true;
+  for (const i of inputs) {
+    const c = { schema, table, column: i };
+    const read = decideInHierarchy(evaluator, sourceId, 'read', c, h);
+    if (action === 'read' ? read !== 'allow' : read === 'deny' || decideInHierarchy(evaluator, sourceId, 'describe', c, h) !== 'allow') hidden = true;
+    if (maskInHierarchy(mask, schema, table, i, h) !== null) masked = true;
+    if (read !== 'allow') expression = false;
+  }
+  // A generated column cannot be written: a read deny on it hides it even where a write allow would
+  // describe it, unless a describe allow names it (AccessEvaluator.describesExplicitly, hnu41).
+  if (action === 'describe' && decideInHierarchy(evaluator, sourceId, 'read', { schema, table, column }, h) === 'deny' && !evaluator.describesExplicitly(sourceId, { schema, table, column })) hidden = true;
+  return { hidden, masked, expression: expression && !masked };
+}
+
 /** Kinds reported by the describe tools (spec $defs CatalogRow.table_kind): a relation with relispartition is a `partition`. */
 export type DescribedKind = CatalogRelation['kind'] | 'partition';
 
@@ -163,9 +202,10 @@ export function sqlResources(evaluator: AccessEvaluator, sourceId: string, catal
   const v = evaluatePolicies(policies, subject, { action: 'read', relations: [], writes: [], now });
   const policyRows = policyRowRestrictions(policies, subject);
   for (const rel of describeOrder(catalog)) {
+    const maskPatterns = v.ok ? v.maskPatterns : [];
     const columns = rel.columns
       .map((c) => c.name)
-      .filter((column) => decideInHierarchy(evaluator, sourceId, 'read', { schema: rel.schema, table: rel.name, column }, h) === 'allow' && !viewColumnDenied(evaluator, sourceId, catalog, h, rel.schema, rel.name, column));
+      .filter((column) => decideInHierarchy(evaluator, sourceId, 'read', { schema: rel.schema, table: rel.name, column }, h) === 'allow' && !viewColumnDenied(evaluator, sourceId, catalog, h, rel.schema, rel.name, column) && !generatedColumnView(evaluator, sourceId, catalog, h, maskPatterns, rel.schema, rel.name, column, 'read').hidden);
     if (columns.length === 0) continue;
     if (count >= DESCRIBE_ACCESS_TABLE_LIMIT) {
       truncated = true;
@@ -182,7 +222,8 @@ export function sqlResources(evaluator: AccessEvaluator, sourceId: string, catal
     if (policy) entry.policy = policy;
     // Columns a policy masks: selectable as they are (masked), never usable in conditions or expressions.
     if (v.ok && v.maskPatterns.length) {
-      const masked = columns.filter((c) => maskInHierarchy(v.maskPatterns, rel.schema, rel.name, c, h) !== null);
+      // A generated column over a masked input reads masked (rt42 G1): listed as masked too (hnu43).
+      const masked = columns.filter((c) => maskInHierarchy(v.maskPatterns, rel.schema, rel.name, c, h) !== null || generatedColumnView(evaluator, sourceId, catalog, h, v.maskPatterns, rel.schema, rel.name, c, 'read').masked);
       if (masked.length) entry.masked_columns = masked;
     }
     entries.set(name, entry);
@@ -333,24 +374,46 @@ export function describeSourceHandler(deps: DescribeDeps): ToolHandler {
     const keys: CatalogKeyView[] = [];
     const h = catalogHierarchy(catalog);
     const types = new ColumnTypes(catalog);
-    const described: Array<{ rel: CatalogRelation; visible: Set<string> }> = [];
+    const described: Array<{ rel: CatalogRelation; visible: Set<string>; noExpression: Set<string>; writeOnly: Set<string> }> = [];
+    // The caller's read masks, for generated columns over masked inputs (task hnu43 item 1).
+    const v = evaluatePolicies(policies, subject, { action: 'read', relations: [], writes: [], now: now() });
+    const maskPatterns = v.ok ? v.maskPatterns : [];
     for (const rel of describeOrder(catalog)) {
       if (refusingPolicy(policies, subject, rel.schema, rel.name, now(), h, 'describe')) continue;
+      const noExpression = new Set<string>();
+      const writeOnly = new Set<string>();
       const visible = new Set(
         rel.columns
-          .filter((c) => decideInHierarchy(evaluator, sourceId, 'describe', { schema: rel.schema, table: rel.name, column: c.name }, h) === 'allow' && !viewColumnDenied(evaluator, sourceId, catalog, h, rel.schema, rel.name, c.name))
+          .filter((c) => {
+            const col = { schema: rel.schema, table: rel.name, column: c.name };
+            if (decideInHierarchy(evaluator, sourceId, 'describe', col, h) !== 'allow' || viewColumnDenied(evaluator, sourceId, catalog, h, rel.schema, rel.name, c.name)) return false;
+            // A generated column over an input the caller may not read is not described, and its
+            // expression only when every input reads unmasked (task hnu43 item 1).
+            const g = generatedColumnView(evaluator, sourceId, catalog, h, maskPatterns, rel.schema, rel.name, c.name, 'describe');
+            if (g.hidden) return false;
+            if (!g.expression) noExpression.add(c.name);
+            // A column a read deny refuses, described because a write allow covers it: write-only.
+            if (!c.generated && decideInHierarchy(evaluator, sourceId, 'read', col, h) === 'deny' && decideInHierarchy(evaluator, sourceId, 'write', col, h) === 'allow') writeOnly.add(c.name);
+            return true;
+          })
           .map((c) => c.name),
       );
-      if (visible.size) described.push({ rel, visible });
+      if (visible.size) described.push({ rel, visible, noExpression, writeOnly });
     }
     // partition_of / inherits name only parents the caller may describe themselves (red team rt1 RT1-5).
     const describedNames = new Set(described.map((d) => relationKey(d.rel.schema, d.rel.name)));
-    for (const { rel: full, visible } of described) {
+    for (const { rel: full, visible, noExpression, writeOnly } of described) {
       const parents = full.parents?.filter((p) => describedNames.has(relationKey(p.schema, p.name)));
       const rel: CatalogRelation = parents?.length === full.parents?.length ? full : { ...full, parents };
       // A key is described only when every one of its columns is: nothing hidden is named or hinted.
       const shown = rel.keys?.filter((k) => k.columns.every((c) => visible.has(c)));
-      for (const c of rel.columns) if (visible.has(c.name)) rows.push(catalogRow(rel.schema, rel.name, c, shown, rel, types));
+      for (const c of rel.columns) {
+        if (!visible.has(c.name)) continue;
+        const row = catalogRow(rel.schema, rel.name, c, shown, rel, types);
+        if (noExpression.has(c.name) && row.column_default !== undefined) row.column_default = null;
+        if (writeOnly.has(c.name)) row.write_only = true;
+        rows.push(row);
+      }
       for (const k of shown ?? []) keys.push({ table_schema: rel.schema, table_name: rel.name, kind: k.kind, columns: k.columns as [string, ...string[]] });
     }
     audit.row_count = rows.length;

@@ -18,7 +18,7 @@ import { appendAuditRows, approvalRow } from '../../../src/audit/writer';
 import { withTransaction } from '../../../src/control/db';
 import { chatText, eventForHook } from '../../../src/approvals/webhooks';
 
-const SECRET = 'whsec-bounds-0123456789';
+const SECRET = 'whsec-bounds-0123456789abcdefghijklmn';
 let env: GovernedEnv;
 let hook: Server;
 const received: any[] = [];

@@ -52,7 +52,7 @@ test('210 approval events with ids 96–305, read in one poll of 200: every one 
   dispatcher = await startWebhookDispatcher({
     db: t.db,
     webhooks: [{ url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/hook`, events: ['approval.queued'], secret_env: 'HOOK_SECRET' }],
-    env: { HOOK_SECRET: 'whsec-cursor' },
+    env: { HOOK_SECRET: 'whsec-cursor-0123456789abcdefghijklmn' },
     pollMs: 300,
   });
   // One batch, so the next poll sees all 210 at once (ids 96–305).

@@ -9,7 +9,7 @@ import { startGovernedEnv, callTool, type GovernedEnv } from '../../helpers/gove
 import { approveAndExecute, rejectApproval } from '../../../src/approvals/execute';
 import { eventFor, stateAtEvent, verifyWebhook, webhookText } from '../../../src/approvals/webhooks';
 
-const SECRET = 'whsec-test-0123456789';
+const SECRET = 'whsec-test-0123456789abcdefghijklmnop';
 interface Received {
   headers: Record<string, string | string[] | undefined>;
   body: string;

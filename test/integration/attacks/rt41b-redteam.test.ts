@@ -46,6 +46,11 @@ const MODERN = '2026-07-28';
 const TAIL = "A function's result cannot be masked or checked column by column, so the call is refused. Read the columns you may use directly (interlock_describe_access lists them), or ask an operator.";
 /** The refusal of a function whose body may read what the caller may not (no column named: not describable here). */
 const denied = (fn: string) => ({ code: 'source_role_denied', message: `The function ${fn} reads a relation or column that no source role granted to this identity allows reading. ${TAIL}` });
+/** The same refusal when the caller may describe some column of `table` but not the refused one: the table is named, with why (task hnu43 item 4). */
+const deniedIn = (fn: string, table: string) => ({
+  code: 'source_role_denied',
+  message: `The function ${fn} reads table ${table}. InterLock does not know which of its columns a function's body uses, so a call counts as reading every column of it, and a column of it is one no source role granted to this identity allows reading. ${TAIL}`,
+});
 /** The catalog_stale refusal's text (spec/errors-v1.json). */
 const STALE = 'A user function this statement runs (directly, or through an operator, a cast, an operator class, a view or a default) was created, replaced, altered or dropped on the source since its catalogue was last scanned, a relation whose whole rows it uses (a row value, its row type, or *) gained, lost or changed a column since then, or the snapshot predates facts InterLock now needs, so what the statement may read is not known; nothing was run. The gateway has started a rescan of the source: try again in a few seconds.';
 const opaque = (fn: string, why: string) => ({ code: 'function_not_allowed', message: `The function ${fn} ${why}, so InterLock cannot tell what it reads; it is refused unless an operator lists it in the source's trusted_functions.` });
@@ -162,8 +167,8 @@ describe('user functions', () => {
   });
 
   test('F1 (high): a parameter default that calls a data-reading function counts', async () => {
-    expect(await outcome('SELECT echo_default()')).toEqual(denied('public.echo_default'));
-    expect(await outcome('SELECT echo_default2(1)')).toEqual(denied('public.echo_default2'));
+    expect(await outcome('SELECT echo_default()')).toEqual(deniedIn('public.echo_default', 'public.staff'));
+    expect(await outcome('SELECT echo_default2(1)')).toEqual(deniedIn('public.echo_default2', 'public.staff'));
     // Pure functions keep working.
     expect(await outcome('SELECT twice(2) AS t')).toEqual([{ t: 4 }]);
   });
@@ -208,11 +213,11 @@ describe('user functions', () => {
    * A call served before `change` (run as the owner) is refused catalog_stale after it, then judged on
    * the changed function once the gateway has rescanned (`denied(fn)`); `undo` restores the function.
    */
-  async function changedFunction(sql: string, fn: string, served: unknown, change: string, undo: string): Promise<void> {
+  async function changedFunction(sql: string, fn: string, served: unknown, change: string, undo: string, table?: string): Promise<void> {
     expect(await outcome(sql)).toEqual(served);
     await admin.query(change);
     try {
-      expect(await afterRescan(sql)).toEqual(denied(fn));
+      expect(await afterRescan(sql)).toEqual(table ? deniedIn(fn, table) : denied(fn));
     } finally {
       await admin.query(undo);
     }
@@ -228,7 +233,7 @@ describe('user functions', () => {
   test('F5 (low): a function replaced after the scan is refused catalog_stale, then judged on its new body once rescanned', async () => {
     await changedFunction('SELECT twice_t(1) AS t', 'public.twice_t', [{ t: '2' }],
       'CREATE OR REPLACE FUNCTION public.twice_t(int) RETURNS text LANGUAGE sql STABLE AS $$ SELECT ssn FROM public.staff WHERE emp_id = $1 $$',
-      'CREATE OR REPLACE FUNCTION public.twice_t(int) RETURNS text LANGUAGE sql STABLE AS $$ SELECT ($1 * 2)::text $$');
+      'CREATE OR REPLACE FUNCTION public.twice_t(int) RETURNS text LANGUAGE sql STABLE AS $$ SELECT ($1 * 2)::text $$', 'public.staff');
   });
 
   test('hf5: ALTER FUNCTION … SECURITY DEFINER after the scan (the body now resolves in the owner\'s schema) is refused until rescanned', async () => {
@@ -309,15 +314,15 @@ describe('user functions', () => {
 
   test('held: overloads, VARIADIC, polymorphic, LATERAL SETOF, whole-row through a CTE, a partition child, an aggregate', async () => {
     await setHr([SSN_DENY, { effect: 'deny', action: 'read', resource: 'public.pstaff.ssn' }]);
-    for (const [sql, fn] of [
-      ['SELECT ovl(1)', 'public.ovl'],
-      ['SELECT vari(1)', 'public.vari'],
-      ['SELECT poly(1)', 'public.poly'],
-      ['SELECT * FROM dept d, LATERAL setof_ssn() x', 'public.setof_ssn'],
-      ['SELECT via_cte()', 'public.via_cte'],
-      ['SELECT child_ssn()', 'public.child_ssn'],
+    for (const [sql, fn, table] of [
+      ['SELECT ovl(1)', 'public.ovl', 'public.staff'],
+      ['SELECT vari(1)', 'public.vari', 'public.staff'],
+      ['SELECT poly(1)', 'public.poly', 'public.staff'],
+      ['SELECT * FROM dept d, LATERAL setof_ssn() x', 'public.setof_ssn', 'public.staff'],
+      ['SELECT via_cte()', 'public.via_cte', 'public.staff'],
+      ['SELECT child_ssn()', 'public.child_ssn', 'public.pstaff_1'],
     ]) {
-      expect([sql, await outcome(sql)]).toEqual([sql, denied(fn)]);
+      expect([sql, await outcome(sql)]).toEqual([sql, deniedIn(fn, table)]);
     }
     expect(await outcome('SELECT leak_agg(1)')).toEqual(opaque('public.leak_agg', 'runs code InterLock cannot analyse (LANGUAGE internal)'));
   });
@@ -337,7 +342,7 @@ describe('user functions', () => {
       await setHr([]);
       expect(await outcome('SELECT emp_sal(1)')).toEqual({
         code: 'policy_denied',
-        message: "The function public.emp_sal reads column public.staff.salary, which a policy masks for this identity. A function's result cannot be masked, so the call is refused; select the column itself to see it masked.",
+        message: "The function public.emp_sal reads table public.staff. InterLock does not know which of its columns a function's body uses, so a call counts as reading every column of it, and column public.staff.salary (which the body need not use) is one a policy masks for this identity. A function's result cannot be masked, so the call is refused; select the column itself to see it masked.",
       });
     } finally {
       await setHr([SSN_DENY]);

@@ -43,11 +43,18 @@ async function rows(sql: string): Promise<unknown[]> {
 }
 
 const TAIL = "A function's result cannot be masked or checked column by column, so the call is refused. Read the columns you may use directly (interlock_describe_access lists them), or ask an operator.";
-const denied = (fn: string, column: string) => ({ status: 'forbidden', code: 'source_role_denied', message: `The ${fn} reads column ${column}, which no source role granted to this identity allows reading. ${TAIL}` });
+/** The table part of "schema.table.column". */
+const tableOf = (column: string) => column.slice(0, column.lastIndexOf('.'));
+// Task hnu43 item 4: the body's tables are known, not its columns; the text says so.
+const denied = (fn: string, column: string) => ({
+  status: 'forbidden',
+  code: 'source_role_denied',
+  message: `The ${fn} reads table ${tableOf(column)}. InterLock does not know which of its columns a function's body uses, so a call counts as reading every column of it, and no source role granted to this identity allows reading column ${column} (the body need not use it). ${TAIL}`,
+});
 const masked = (fn: string, column: string) => ({
   status: 'forbidden',
   code: 'policy_denied',
-  message: `The ${fn} reads column ${column}, which a policy masks for this identity. A function's result cannot be masked, so the call is refused; select the column itself to see it masked.`,
+  message: `The ${fn} reads table ${tableOf(column)}. InterLock does not know which of its columns a function's body uses, so a call counts as reading every column of it, and column ${column} (which the body need not use) is one a policy masks for this identity. A function's result cannot be masked, so the call is refused; select the column itself to see it masked.`,
 });
 const opaque = (fn: string, why: string) => ({ status: 'forbidden', code: 'function_not_allowed', message: `The ${fn} ${why}, so InterLock cannot tell what it reads; it is refused unless an operator lists it in the source's trusted_functions.` });
 
@@ -151,7 +158,7 @@ test('a column the caller may not describe is not named', async () => {
     { effect: 'deny' as const, action: 'describe' as const, resource: 'public.staff.ssn' },
   ];
   await asRole('hr-narrow', statements, async () => {
-    expect(await refusal('SELECT emp_ssn(1)')).toEqual({ status: 'forbidden', code: 'source_role_denied', message: `The function public.emp_ssn reads a relation or column that no source role granted to this identity allows reading. ${TAIL}` });
+    expect(await refusal('SELECT emp_ssn(1)')).toEqual({ status: 'forbidden', code: 'source_role_denied', message: `The function public.emp_ssn reads table public.staff. InterLock does not know which of its columns a function's body uses, so a call counts as reading every column of it, and a column of it is one no source role granted to this identity allows reading. ${TAIL}` });
   });
 });
 

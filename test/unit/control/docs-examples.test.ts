@@ -33,7 +33,7 @@ test.each(blocks.map((b, i) => [i, b]))('config example %i loads as written', (i
   const file = join(dir, `example-${i}.yaml`);
   writeFileSync(file, text as string);
   // The environment the guide asks for: each secret_env variable the example names holds a secret.
-  const env = Object.fromEntries([...(text as string).matchAll(/secret_env: ([A-Z0-9_]+)/g)].map((m) => [m[1], 'whsec-from-the-docs']));
+  const env = Object.fromEntries([...(text as string).matchAll(/secret_env: ([A-Z0-9_]+)/g)].map((m) => [m[1], 'whsec-from-the-docs-0123456789abcdef']));
   const cfg = loadConfig({ file, env });
   expect(cfg).toMatchObject(YAML.parse(text as string));
 });
@@ -41,10 +41,10 @@ test.each(blocks.map((b, i) => [i, b]))('config example %i loads as written', (i
 test('a secret_env variable is known only when a webhook names it', () => {
   const file = join(dir, 'hook.yaml');
   writeFileSync(file, 'notifications:\n  webhooks:\n    - { url: "https://hooks.example.com/x", events: [approval.queued], secret_env: INTERLOCK_WEBHOOK_SECRET }\n');
-  expect(loadConfig({ file, env: { INTERLOCK_WEBHOOK_SECRET: 's' } }).notifications.webhooks[0].secret_env).toBe('INTERLOCK_WEBHOOK_SECRET');
+  expect(loadConfig({ file, env: { INTERLOCK_WEBHOOK_SECRET: 'whsec-0123456789abcdef0123456789abcdef' } }).notifications.webhooks[0].secret_env).toBe('INTERLOCK_WEBHOOK_SECRET');
   let err: unknown;
   try {
-    loadConfig({ env: { INTERLOCK_WEBHOOK_SECRET: 's' } });
+    loadConfig({ env: { INTERLOCK_WEBHOOK_SECRET: 'whsec-0123456789abcdef0123456789abcdef' } });
   } catch (e) {
     err = e;
   }
