@@ -57,7 +57,8 @@ export interface FunctionReads {
    * The function and operator names the string bodies of those functions look up when they run,
    * each with every schema (but `pg_catalog` and `information_schema`) PostgreSQL could resolve it
    * from: the one it is qualified with, else every schema of the body's lookup paths (its pinned
-   * `search_path`, else the reader's; task hg2). Their definitions there must still be the scanned
+   * `search_path`, else the reader's; task hg2); `[NOT] BETWEEN` as the `>=`/`<=` (`<`/`>`) it
+   * resolves (red team rt43b F2). Their definitions there must still be the scanned
    * ones (`SqlAnalysisOk.resolvedNames.qualifiedFunctions`/`qualifiedOperators`), sorted by schema then name.
    */
   lookups: { functions: RelationName[]; operators: RelationName[] };
@@ -342,7 +343,12 @@ function stringBody(cat: PreparedCatalog, r: CatalogRoutine, d: Direct): boolean
       if (key === 'RangeVar') rangeVars.push(v as Node);
       else if (key === 'CommonTableExpr') ctes.add(String((v as Node).ctename));
       else if (key === 'FuncCall') funcs.push(names((v as Node).funcname));
-      else if (key === 'A_Expr' || key === 'SortBy' || key === 'SubLink') {
+      else if (key === 'A_Expr' && String((v as Node).kind).includes('BETWEEN')) {
+        // `[NOT] BETWEEN [SYMMETRIC]` is named `BETWEEN` in the tree but resolves `>=` and `<=`
+        // (NOT: `<` and `>`) when it runs (red team rt43b F2).
+        if (String((v as Node).kind).startsWith('AEXPR_NOT')) opers.push(['<'], ['>']);
+        else opers.push(['>='], ['<=']);
+      } else if (key === 'A_Expr' || key === 'SortBy' || key === 'SubLink') {
         const list = key === 'A_Expr' ? (v as Node).name : key === 'SortBy' ? (v as Node).useOp : (v as Node).operName;
         if (list) opers.push(names(list));
         // `x IN (SELECT …)` and `x = ANY (SELECT …)` without a name compare with `=`.

@@ -2,6 +2,7 @@
  * Reads through the gateway for the function-guard tests (tasks hg1, hg2; red team rt42b): what an
  * `interlock_query` on source `chinook` answered, and the same once the catalogue is current again.
  */
+import pg from 'pg';
 import { scanSource } from '../../src/control/scan';
 import { callTool, type GovernedEnv } from './governed';
 
@@ -26,4 +27,47 @@ export async function settledOutcome(env: GovernedEnv, sql: string): Promise<unk
     if ((r as { code?: string }).code !== 'catalog_stale') await scanSource(env.db, 'chinook');
     await new Promise((res) => setTimeout(res, 100));
   }
+}
+
+/** The source's superuser session and an insider's (see `startInsider`). */
+export interface Insider {
+  admin: pg.Client;
+  insider: pg.Client;
+  /** The insider's login role: `<reader role>_<suffix>`. */
+  role: string;
+}
+
+/**
+ * Connects the source's superuser (`admin`, search_path public) and creates an insider: login role
+ * `<reader role>_<suffix>` with CONNECT and USAGE, CREATE on a new schema `scratch` only, which is
+ * not on the reader's path (the reader gets USAGE there, so it could name `scratch.f()` itself);
+ * `insider` is its session. Undo with `stopInsider`.
+ */
+export async function startInsider(env: GovernedEnv, suffix: string): Promise<Insider> {
+  const admin = new pg.Client({ connectionString: env.sourceUrl });
+  await admin.connect();
+  const role = `${env.demo.readerRole}_${suffix}`;
+  const ins = admin.escapeIdentifier(role);
+  await admin.query(`
+    SET search_path = public;
+    CREATE ROLE ${ins} LOGIN;
+    GRANT CONNECT ON DATABASE ${admin.escapeIdentifier(new URL(env.sourceUrl).pathname.slice(1))} TO ${ins};
+    CREATE SCHEMA scratch;
+    GRANT USAGE ON SCHEMA scratch TO ${admin.escapeIdentifier(env.demo.readerRole)};
+    GRANT USAGE, CREATE ON SCHEMA scratch TO ${ins};`);
+  const url = new URL(env.sourceUrl);
+  url.username = role;
+  url.password = '';
+  const insider = new pg.Client({ connectionString: url.toString() });
+  await insider.connect();
+  return { admin, insider, role };
+}
+
+/** Ends the insider's session, runs `extra` (cleanup SQL) as the superuser, drops schema scratch, the insider's objects and role, and ends the superuser's session. Never throws. */
+export async function stopInsider(x: Insider | undefined, extra = ''): Promise<void> {
+  if (!x) return;
+  await x.insider.end().catch(() => undefined);
+  const ins = x.admin.escapeIdentifier(x.role);
+  await x.admin.query(`${extra}; DROP SCHEMA IF EXISTS scratch CASCADE; DROP OWNED BY ${ins}; DROP ROLE IF EXISTS ${ins}`).catch(() => undefined);
+  await x.admin.end().catch(() => undefined);
 }

@@ -46,8 +46,11 @@
  * statement first resolves the name (the same round trip; READ COMMITTED takes a snapshot per
  * statement, and PostgreSQL resolves from the latest committed catalogue); names a LANGUAGE sql
  * function's string body resolves when it runs in a way the analysis does not follow (its function
- * calls, operators of A_Expr, sort and sub-link forms and the implicit `=` are checked in every
- * schema of its path; other implicit operators of the body are not).
+ * calls, operators of A_Expr, sort and sub-link forms, `>=`/`<=` (`<`/`>`) of `[NOT] BETWEEN` (red
+ * team rt43b F2) and the implicit `=` are checked in every schema of its path; other implicit
+ * operators of the body are not); code PostgreSQL finds by oid, not by name: a cast WITH FUNCTION
+ * or a domain CHECK created after the scan (red team rt43b F1, F3; pg_cast and pg_constraint are
+ * not compared).
  */
 import type { SourceCatalog } from '../../sql/catalog-types';
 import type { ReadGuard } from './portal-read';

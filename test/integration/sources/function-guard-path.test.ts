@@ -19,7 +19,7 @@ import { Writable } from 'node:stream';
 import { loadCatalog } from '../../../src/control/catalog';
 import { startGovernedEnv, type GovernedEnv } from '../../helpers/governed';
 import { governAsHrAnalyst } from '../../helpers/hr-analyst';
-import { queryOutcome, settledOutcome } from '../../helpers/stale-reads';
+import { queryOutcome, settledOutcome, startInsider, stopInsider, type Insider } from '../../helpers/stale-reads';
 
 const STALE = { code: 'catalog_stale' };
 const RESCAN_LOG = 'the source is being rescanned';
@@ -27,7 +27,7 @@ const RESCAN_LOG = 'the source is being rescanned';
 let env: GovernedEnv;
 let admin: pg.Client;
 let insider: pg.Client;
-let insiderRole: string;
+let x: Insider;
 const logLines: string[] = [];
 
 const outcome = (sql: string): Promise<unknown> => queryOutcome(env, sql);
@@ -36,13 +36,11 @@ const settled = (sql: string): Promise<unknown> => settledOutcome(env, sql);
 beforeAll(async () => {
   const sink = new Writable({ write(chunk, _enc, cb) { logLines.push(String(chunk)); cb(); } });
   env = await startGovernedEnv({ logger: pino({ level: 'warn' }, sink), config: { rate_limits: { per_identity: { points: 100000, window_seconds: 60 }, per_source: { points: 100000, window_seconds: 60 } } } });
-  admin = new pg.Client({ connectionString: env.sourceUrl });
-  await admin.connect();
-  const reader = admin.escapeIdentifier(env.demo.readerRole);
-  insiderRole = `${env.demo.readerRole}_insider`;
-  const ins = admin.escapeIdentifier(insiderRole);
   // An insider: a login role with CREATE on schema scratch only, which is not on the reader's path
   // (the reader has USAGE there, so it could name scratch.f() itself).
+  x = await startInsider(env, 'insider');
+  ({ admin, insider } = x);
+  const reader = admin.escapeIdentifier(env.demo.readerRole);
   await admin.query(`
     SET search_path = public;
     CREATE TABLE names (n varchar);
@@ -50,26 +48,13 @@ beforeAll(async () => {
     CREATE FUNCTION twice(int) RETURNS int LANGUAGE sql STABLE AS $$ SELECT $1 * 2 $$;
     -- What the hr-analyst governance names (governAsHrAnalyst).
     CREATE TABLE staff (emp_id int PRIMARY KEY, name text, ssn text, salary numeric);
-    CREATE SCHEMA scratch;
     CREATE FUNCTION scratch.f(int) RETURNS int LANGUAGE sql STABLE AS $$ SELECT $1 + 1 $$;
-    GRANT USAGE ON SCHEMA scratch TO ${reader};
-    GRANT SELECT ON ALL TABLES IN SCHEMA public TO ${reader};
-    CREATE ROLE ${ins} LOGIN;
-    GRANT CONNECT ON DATABASE ${admin.escapeIdentifier(new URL(env.sourceUrl).pathname.slice(1))} TO ${ins};
-    GRANT USAGE, CREATE ON SCHEMA scratch TO ${ins};`);
+    GRANT SELECT ON ALL TABLES IN SCHEMA public TO ${reader};`);
   await governAsHrAnalyst(env, 'hr');
-  const url = new URL(env.sourceUrl);
-  url.username = insiderRole;
-  url.password = '';
-  insider = new pg.Client({ connectionString: url.toString() });
-  await insider.connect();
 }, 120_000);
 
 afterAll(async () => {
-  await insider?.end();
-  const ins = admin?.escapeIdentifier(insiderRole);
-  await admin?.query(`DROP SCHEMA IF EXISTS scratch CASCADE; DROP FUNCTION IF EXISTS public.lower(varchar); DROP OWNED BY ${ins}; DROP ROLE IF EXISTS ${ins}`).catch(() => undefined);
-  await admin?.end();
+  await stopInsider(x, 'DROP FUNCTION IF EXISTS public.lower(varchar)');
   await env?.close();
 });
 
