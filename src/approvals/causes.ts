@@ -35,6 +35,7 @@ const CONNECTOR_CAUSES: Record<string, string> = {
   session_settings_mismatch: "the source's connections do not hold the session settings InterLock pins (the gateway log names the setting and the server's value)",
   statement_timeout: "the statement ran longer than the source's statement_timeout_ms and was cancelled",
   cancelled: 'the execution was cancelled',
+  outcome_unknown: 'the connection to the source was lost while COMMIT was in flight (or the source did not answer it in time), and asked afterwards on a new connection the source could not say whether the transaction committed (in progress, unreachable, or no answer in time): check on the source whether the write was applied before queuing it again',
   execution_failed: 'the source could not run the statement (connection failed, or no writer role is configured)',
 };
 
@@ -50,6 +51,8 @@ export function failureCause(err: unknown): ApprovalFailureCause {
   const e = (err ?? {}) as { code?: string; sqlState?: string; cause?: unknown };
   const server = (e.cause ?? {}) as { code?: unknown; message?: unknown; detail?: unknown; hint?: unknown };
   const sqlstate = typeof server.code === 'string' && /^[0-9A-Z]{5}$/.test(server.code) ? server.code : e.sqlState;
+  // The lost session's own error (e.g. FATAL 57P01) is not the story: the commit's outcome is unknown.
+  if (e.code === 'outcome_unknown') return { message: CONNECTOR_CAUSES.outcome_unknown, ...(sqlstate ? { sqlstate } : {}) };
   if (sqlstate && typeof server.message === 'string') {
     const c: ApprovalFailureCause = { sqlstate, message: clip(server.message)! };
     const detail = clip(server.detail);
@@ -87,7 +90,8 @@ export function recheckCause(code: string): ApprovalFailureCause {
 /**
  * The stable failure code agents see for what the connector threw: statement_failed when the
  * server refused the statement (a SQLSTATE), else the connector's code (statement_timeout,
- * circuit_open, source_unavailable, upstream_tls_refused, session_settings_mismatch, cancelled, execution_failed).
+ * circuit_open, source_unavailable, upstream_tls_refused, session_settings_mismatch, cancelled,
+ * outcome_unknown, execution_failed).
  */
 export function failureCode(err: unknown): string {
   const e = (err ?? {}) as { code?: string; sqlState?: string };

@@ -255,9 +255,9 @@ export async function approveAndExecute(db: ControlDb, approvalId: string, opts:
   const won = await decide(db, approvalId, 'approved', opts.operator, { ...base, action: 'approved', ...(opts.reason ? { details: { reason: cutText(opts.reason, 1000) } } : {}) } as Parameters<typeof recordApprovalEvent>[1]);
   if (!won) throw new ControlError('conflict', `Approval ${approvalId} was decided by someone else first.`);
 
-  const finish = async (state: 'executed' | 'failed', outcome: { row_count?: number; error_code?: string; sqlstate?: string }, failure?: ApprovalFailureCause): Promise<ApprovalExecution> => {
+  const finish = async (state: 'executed' | 'failed', outcome: { row_count?: number; error_code?: string; sqlstate?: string }, failure?: ApprovalFailureCause, details?: Record<string, unknown>): Promise<ApprovalExecution> => {
     await transitionApproval(db, approvalId, ['approved'], state, { outcome, failure });
-    await recordApprovalEvent(db, { ...base, action: state, reasonCode: outcome.error_code ?? null, rowCount: outcome.row_count ?? null } as Parameters<typeof recordApprovalEvent>[1]);
+    await recordApprovalEvent(db, { ...base, action: state, reasonCode: outcome.error_code ?? null, rowCount: outcome.row_count ?? null, ...(details ? { details } : {}) } as Parameters<typeof recordApprovalEvent>[1]);
     return { approvalId, state, rowCount: outcome.row_count, errorCode: outcome.error_code, ...(failure ? { failure } : {}) };
   };
 
@@ -283,7 +283,9 @@ export async function approveAndExecute(db: ControlDb, approvalId: string, opts:
     const r = await runPlannedWrite(writer, source, a.sql, a.params, plan, (view, err) => opts.logger?.warn({ approvalId, view, sqlstate: (err as { sqlState?: string })?.sqlState }, 'row view could not be created for an approved write'), { searchPath: checked.searchPath, guard: checked.guard });
     if (r.ok) {
       await db.pool.query('SELECT pg_notify($1, $2)', [CACHE_CHANNEL, a.sourceId]).catch(() => undefined);
-      return await finish('executed', { row_count: r.rowCount });
+      // A COMMIT whose answer was lost, which the source then said committed (write.ts commitStatus).
+      if (r.commitResolved) opts.logger?.warn({ approvalId, source_id: a.sourceId }, 'an approved write lost its connection while committing; the source says its transaction committed: recorded executed');
+      return await finish('executed', { row_count: r.rowCount }, undefined, r.commitResolved ? { commit: 'resolved_committed', note: 'the connection was lost while committing; asked afterwards, the source said the transaction committed' } : undefined);
     }
     if (r.code === 'catalog_stale') {
       // Task hw: what the write would run is not what was analysed and reviewed; nothing was written.

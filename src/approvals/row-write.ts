@@ -20,9 +20,10 @@ export interface RowWriter {
    * `opts.searchPath`: the catalogue's scanned lookup path, pinned on the writer's connections (task
    * hrt42); `opts.countChanges`: count the rows changed by the server (hnu42a); `opts.guard`: the
    * function and shape guard run in the write's transaction right before the statement (task hw),
-   * which resolves `functionsChanged` (nothing written, rolled back) when it trips.
+   * which resolves `functionsChanged` (nothing written, rolled back) when it trips. `commitResolved`: the
+   * COMMIT's answer was lost and the server, asked afterwards, said the transaction committed.
    */
-  write(sql: string, params: unknown[], opts?: { settings?: ReadonlyArray<readonly [string, string]>; countChanges?: boolean; searchPath?: readonly string[]; guard?: WriteGuard }): Promise<{ rowCount: number; functionsChanged?: true }>;
+  write(sql: string, params: unknown[], opts?: { settings?: ReadonlyArray<readonly [string, string]>; countChanges?: boolean; searchPath?: readonly string[]; guard?: WriteGuard }): Promise<{ rowCount: number; functionsChanged?: true; commitResolved?: true }>;
 }
 
 /** A guard's SQL and its parameters (src/sources/postgres/portal-read.ts ReadGuard; made by the connector's `functionGuard`). */
@@ -65,7 +66,7 @@ export function commandTagCountsEveryChange(sql: string): boolean {
  * back; `err` unset; task hw), or null when the statement failed otherwise (`err` is what the
  * writer threw; the caller classifies it).
  */
-export type PlannedWriteOutcome = { ok: true; rowCount: number } | { ok: false; code: 'row_rules_unavailable' | 'row_rule_violation' | 'catalog_stale' | null; err?: unknown };
+export type PlannedWriteOutcome = { ok: true; rowCount: number; commitResolved?: true } | { ok: false; code: 'row_rules_unavailable' | 'row_rule_violation' | 'catalog_stale' | null; err?: unknown };
 
 /**
  * True when a ruled write failed because a row it wrote (or an ON CONFLICT row it would update) is
@@ -103,7 +104,7 @@ export async function runPlannedWrite(writer: RowWriter, source: SourceRecord, s
     const countChanges = !commandTagCountsEveryChange(text);
     const r = await writer.write(text, params, { ...(plan ? { settings: plan.settings } : {}), ...(countChanges ? { countChanges } : {}), searchPath, ...(run.guard ? { guard: run.guard } : {}) });
     if (r.functionsChanged) return { ok: false, code: 'catalog_stale' };
-    return { ok: true, rowCount: r.rowCount };
+    return { ok: true, rowCount: r.rowCount, ...(r.commitResolved ? { commitResolved: true as const } : {}) };
   } catch (err) {
     return { ok: false, code: plan && isRowRuleViolation(err) ? 'row_rule_violation' : null, err };
   }

@@ -253,6 +253,7 @@ export function registerApprovalCommands(program: Command, session: (cmd: Comman
 export function requeueHint(code: string | undefined, id: string): string {
   if (code === 'key_revoked' || code === 'key_expired') return `(the API key that queued it is ${code === 'key_revoked' ? 'revoked' : 'expired'}: it cannot be requeued; the agent must send the write again with a valid key)`;
   if (code === 'row_rule_violation' || code === 'row_rule_unenforceable') return "(the write breaks the requester's row rules: a requeue fails the same way; the agent reads this outcome with interlock_approval_status)";
+  if (code === 'outcome_unknown') return `(the connection was lost while the write was committing and the source could not say whether it committed: check on the source whether it was applied before anything else; only if it was not: interlock approval requeue ${id})`;
   if (code === 'row_rule_attribute_missing') return `(the requester lacks an identity attribute its row rules need: set it (interlock identity attributes), then: interlock approval requeue ${id})`;
   return `(fix the cause, then: interlock approval requeue ${id})`;
 }

@@ -245,12 +245,15 @@ export class PostgresSourceConnector {
    * operators or row shapes are not the scanned ones the statement is not run, the transaction is
    * rolled back and the write resolves `{ rowCount: 0, functionsChanged: true }`.
    *
-   * @returns rowCount of the statement (and `functionsChanged` when the guard refused it)
+   * @returns rowCount of the statement (and `functionsChanged` when the guard refused it; `commitResolved`
+   *   when COMMIT's answer was lost and the server, asked on a new connection, said the transaction
+   *   committed: write.ts commitStatus)
    * @throws SourceError: as `read`; 'execution_failed' also when no writer role is configured, or when the
-   *   statement ended the transaction itself. An abort after COMMIT was sent is ignored (the outcome is then
+   *   statement ended the transaction itself; 'outcome_unknown' when COMMIT was sent, no answer came
+   *   and the server could not say (in time) whether the transaction committed. An abort after COMMIT was sent is ignored (the outcome is then
    *   the real one, never a false 'cancelled').
    */
-  write(sql: string, params: unknown[], opts: { signal?: AbortSignal; settings?: ReadonlyArray<readonly [string, string]>; countChanges?: boolean; searchPath?: readonly string[]; guard?: ReadGuard } = {}): Promise<{ rowCount: number; functionsChanged?: true }> {
+  write(sql: string, params: unknown[], opts: { signal?: AbortSignal; settings?: ReadonlyArray<readonly [string, string]>; countChanges?: boolean; searchPath?: readonly string[]; guard?: ReadGuard } = {}): Promise<{ rowCount: number; functionsChanged?: true; commitResolved?: true }> {
     if (opts.signal?.aborted) return Promise.reject(new SourceError('cancelled'));
     if (!this.s.writer) return Promise.reject(localFailure('no writer role is configured for this source'));
     let values: unknown[];

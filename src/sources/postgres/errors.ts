@@ -28,6 +28,7 @@ export type SourceErrorCode =
   | 'concurrency_limited'
   | 'result_too_large'
   | 'cancelled'
+  | 'outcome_unknown'
   | 'execution_failed';
 
 /** The contract code each SourceErrorCode maps to (a refusal code or a tool-error code of spec/errors-v1.json). */
@@ -41,6 +42,8 @@ export const CONTRACT_CODE: Record<SourceErrorCode, string> = {
   concurrency_limited: 'concurrency_limited',
   result_too_large: 'result_too_large',
   cancelled: 'cancelled',
+  /** An approved write whose COMMIT got no answer and whose transaction's status could not be learnt (write.ts); never a read's. */
+  outcome_unknown: 'tool_execution_failed',
   execution_failed: 'tool_execution_failed',
 };
 

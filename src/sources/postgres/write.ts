@@ -36,6 +36,72 @@ const XACT_CHANGES = `SELECT pg_catalog.current_setting('track_counts')::bool AS
   FROM pg_catalog.pg_class c WHERE c.relkind IN ('r', 't', 'm')`;
 
 /**
+ * BEGIN and the new transaction's id, in one simple-protocol message (one round trip, as BEGIN alone
+ * took): `txid_current()` (the 64-bit, epoch-extended id that PostgreSQL 13+ also gives as
+ * `pg_current_xact_id()`; it exists on every supported server) assigns the transaction its id at
+ * once. Kept so that a COMMIT whose answer never came can be asked about afterwards (COMMIT_STATUS).
+ */
+const BEGIN_WITH_XID = 'BEGIN; SELECT pg_catalog.txid_current()::text AS xid';
+
+/**
+ * Whether transaction $1 (a txid_current value) committed: 'committed', 'aborted', 'in progress', or
+ * NULL when it is too old for the server to know (`txid_status`, PostgreSQL 10+; `pg_xact_status` on 13+).
+ */
+const COMMIT_STATUS = 'SELECT pg_catalog.txid_status($1::bigint) AS status';
+
+/** What asking a fresh writer connection about a lost COMMIT learnt (null: nothing certain). */
+export type CommitStatus = 'committed' | 'aborted' | null;
+
+/**
+ * Asks a writer connection of the pool (checked out anew; the lost one is gone) whether transaction
+ * `xid` committed, once, within the source's connect timeout plus its statement timeout (5 s when it
+ * has none) plus WATCHDOG_GRACE_MS. Returns 'committed' or 'aborted' as the server says; null when it
+ * says 'in progress' or NULL (too old), or when no connection, no answer or an error came in time (the
+ * connection is then dropped). Never throws; no retry.
+ */
+export async function commitStatus(ctx: StatementContext, xid: string): Promise<CommitStatus> {
+  const bound = ctx.s.connectTimeout + (ctx.s.statementTimeout > 0 ? ctx.s.statementTimeout : 5000) + WATCHDOG_GRACE_MS;
+  const stop = new AbortController();
+  let timer: NodeJS.Timeout | undefined;
+  let client: pg.PoolClient | undefined;
+  let late = false;
+  const deadline = new Promise<null>((resolve) => {
+    timer = setTimeout(() => {
+      late = true;
+      stop.abort();
+      resolve(null);
+    }, bound);
+  });
+  const ask = (async (): Promise<CommitStatus> => {
+    const onError = (err: unknown) => ctx.logger?.debug({ err }, 'writer connection error (commit status)');
+    try {
+      client = await ctx.pools.checkout('writer', stop.signal);
+    } catch {
+      return null;
+    }
+    const c = client;
+    c.on('error', onError);
+    try {
+      const r = await c.query({ text: COMMIT_STATUS, values: [xid], queryMode: 'extended' } as pg.QueryConfig);
+      const status = (r.rows[0] as { status?: unknown } | undefined)?.status;
+      c.removeListener('error', onError);
+      c.release(late || (c as unknown as ClientInternals).getTransactionStatus?.() !== 'I');
+      return status === 'committed' || status === 'aborted' ? status : null;
+    } catch {
+      c.removeListener('error', onError);
+      c.release(true);
+      return null;
+    }
+  })();
+  try {
+    return await Promise.race([ask, deadline]);
+  } finally {
+    if (timer) clearTimeout(timer);
+    if (late) void ask.then(() => undefined, () => undefined);
+  }
+}
+
+/**
  * Reads XACT_CHANGES on `client` (in the write's transaction): the count, or a local failure when the
  * server does not count, or when the transaction has written a foreign table (it holds a
  * RowExclusiveLock on one: no local statistic counts a foreign data wrapper's writes, so the count
@@ -47,6 +113,17 @@ async function xactChanges(client: pg.PoolClient): Promise<bigint> {
   if (row?.counting !== true || typeof row.changed !== 'string') throw localFailure('the source does not count changed rows (track_counts is off), so the rows this write changes could not be known');
   if (row.foreign_written !== false) throw localFailure('the write changes a foreign table, whose changed rows the source does not count, so the rows this write changes could not be known');
   return BigInt(row.changed);
+}
+
+/**
+ * What an approved write resolves: the rows it changed; `functionsChanged` when its guard tripped
+ * (nothing written); `commitResolved` when its COMMIT got no answer (the connection was lost) and a
+ * fresh connection learnt from the server that its transaction committed (commitStatus).
+ */
+export interface WriteResult {
+  rowCount: number;
+  functionsChanged?: true;
+  commitResolved?: true;
 }
 
 /**
@@ -79,7 +156,7 @@ export function runWrite(
   settings: ReadonlyArray<readonly [string, string]> = [],
   countChanges = false,
   guard?: ReadGuard,
-): Promise<{ rowCount: number; functionsChanged?: true }> {
+): Promise<WriteResult> {
   return writeOn(ctx, sql, values, signal, settings, countChanges, guard, performance.now(), null, 0);
 }
 
@@ -94,7 +171,11 @@ export function runWrite(
  * connection opened since, it fails `source_unavailable` (nothing was run; counts against the
  * circuit; the approval records `source_unavailable`, "Nothing was changed"). A connection lost
  * once the statement was sent is never retried: the write fails as before (rolled back with its
- * session; never run twice).
+ * session; never run twice). One lost while its COMMIT was in flight (or whose COMMIT the watchdog
+ * gave up on) may have committed: the server is asked, on a new connection, about the transaction
+ * id BEGIN read (commitStatus; task hcommit): committed resolves `commitResolved` with the
+ * statement's row count, aborted rejects the lost connection's failure (nothing changed), anything
+ * else rejects SourceError 'outcome_unknown'.
  */
 function writeOn(
   ctx: StatementContext,
@@ -107,12 +188,15 @@ function writeOn(
   began: number,
   deadSince: number | null,
   passes: number,
-): Promise<{ rowCount: number; functionsChanged?: true }> {
+): Promise<WriteResult> {
   return ctx.pools.checkout('writer', signal).then(
     (client) =>
-      new Promise<{ rowCount: number; functionsChanged?: true }>((resolve, reject) => {
+      new Promise<WriteResult>((resolve, reject) => {
         const c = client as unknown as ClientInternals;
         let phase: 'begin' | 'statement' | 'commit' = 'begin';
+        /** The transaction's id (BEGIN_WITH_XID) and the rows the statement changed, known once COMMIT is sent. */
+        let xid: string | null = null;
+        let rowsChanged = 0;
         let settled = false;
         let gaveUp = false;
         let timer: NodeJS.Timeout | null = null;
@@ -136,8 +220,23 @@ function writeOn(
           settle();
           void ctx.canceller.cancelAndDrop(client, 'writer', ended);
           if (how === 'cancelled') reject(new SourceError('cancelled'));
-          else if (inCommit) reject(new SourceError('execution_failed', { sourceFailure: true, message: 'tool execution failed: the source did not confirm the commit; the outcome is unknown' }));
+          else if (inCommit) void resolveCommit(new SourceError('execution_failed', { sourceFailure: true, message: 'tool execution failed: the source did not confirm the commit' }), ended).then(resolve, reject);
           else void watchdogFailure(ctx, 'client-side watchdog').then(reject);
+        };
+        /**
+         * COMMIT was sent and no answer came (connection lost, or the watchdog): asks a fresh writer
+         * connection whether the transaction committed (commitStatus), after `first` (the lost
+         * connection's end, so a server that already read the COMMIT has acted on it). Committed: the
+         * write's result, `commitResolved`. Aborted: rejects `lost` (nothing changed). Otherwise
+         * rejects SourceError 'outcome_unknown' (counted against the circuit).
+         */
+        const resolveCommit = async (lost: SourceError, first?: Promise<void>): Promise<WriteResult> => {
+          if (first) await first;
+          const status = xid === null ? null : await commitStatus(ctx, xid);
+          ctx.logger?.warn({ pool: 'writer', xid, status: status ?? 'unknown' }, 'the connection was lost while an approved write was committing; asked the source whether its transaction committed');
+          if (status === 'committed') return { rowCount: rowsChanged, commitResolved: true };
+          if (status === 'aborted') throw lost;
+          throw new SourceError('outcome_unknown', { cause: lost.cause ?? lost, sourceFailure: true, message: 'tool execution failed: the source did not confirm the commit, and whether it committed could not be learnt; the outcome is unknown' });
         };
         const onAbort = () => giveUp('cancelled');
         client.on('error', onClientError);
@@ -154,7 +253,10 @@ function writeOn(
           if (gaveUp) throw new SourceError('cancelled');
         };
         const run = async (): Promise<number | 'functions_changed'> => {
-          await client.query('BEGIN');
+          const begun = (await client.query(BEGIN_WITH_XID)) as unknown as pg.QueryResult[];
+          const id = (Array.isArray(begun) ? begun[1]?.rows[0] : undefined) as { xid?: unknown } | undefined;
+          if (typeof id?.xid !== 'string' || !/^[0-9]+$/.test(id.xid)) throw localFailure('the transaction\'s id could not be read');
+          xid = id.xid;
           stopIfGivenUp();
           phase = 'statement';
           if (settings.length > 0) {
@@ -191,6 +293,7 @@ function writeOn(
             if (changed > BigInt(rowCount)) rowCount = changed > BigInt(Number.MAX_SAFE_INTEGER) ? Number.MAX_SAFE_INTEGER : Number(changed);
           }
           if (c.getTransactionStatus?.() !== 'T') throw localFailure('the statement ended its transaction');
+          rowsChanged = rowCount;
           phase = 'commit';
           await client.query('COMMIT');
           if (c.getTransactionStatus?.() !== 'I') throw localFailure('the transaction did not end');
@@ -222,6 +325,14 @@ function writeOn(
             }
             const se = ctx.fail(err, 'query');
             const plain = isServerError(err) && !isFatalServerError(err) && se.code === 'execution_failed' && !se.sourceFailure;
+            if (phase === 'commit' && !plain && !(err instanceof SourceError)) {
+              // COMMIT was sent and its answer never came (the session was lost): the server may have
+              // committed. Ask it (resolveCommit) rather than report "nothing was changed".
+              settle();
+              client.release(true);
+              resolveCommit(se).then(resolve, reject);
+              return;
+            }
             let keep = false;
             if (plain && phase !== 'commit') {
               try {

@@ -202,16 +202,29 @@ export interface Proxy {
    * in the field: the checkout falling between the server's termination and the client's reading of it).
    */
   holdIdle(): void;
+  /**
+   * The next simple-protocol `COMMIT` a client sends (a Query message whose text is COMMIT) ends its
+   * connection (task hcommit): 'after' forwards it to the server and then closes the server's side
+   * (the server reads COMMIT, commits, then reads the end) and cuts the client's side at once (it gets
+   * no answer); 'before' cuts both sides without forwarding it (the server sees its session end inside
+   * the transaction and rolls back). `then` runs right after the cut.
+   */
+  cutAtCommit(when: 'before' | 'after', then?: () => void): void;
   /** While down, new connections are closed at once and existing ones are cut (left open with `cutOpen` false). */
   setDown(down: boolean, cutOpen?: boolean): void;
   close(): Promise<void>;
+}
+
+/** True when `d` is exactly one simple-protocol Query message whose text is COMMIT. */
+function isCommitQuery(d: Buffer): boolean {
+  return d.length >= 5 && d[0] === 0x51 && d.readInt32BE(1) + 1 === d.length && /^COMMIT\0$/i.test(d.subarray(5).toString('latin1'));
 }
 
 /** Starts a proxy on 127.0.0.1 forwarding to `target`. */
 export function startProxy(target: { host: string; port: number }): Promise<Proxy> {
   const pairs = new Set<[net.Socket, net.Socket]>();
   const holding = new Set<net.Socket>();
-  const st = { connections: 0, flights: 0, clientMessages: [] as string[], down: false, cutAfterRow: false };
+  const st = { connections: 0, flights: 0, clientMessages: [] as string[], down: false, cutAfterRow: false, cutAtCommit: null as null | { when: 'before' | 'after'; then?: () => void } };
   const server = net.createServer((client) => {
     st.connections++;
     if (st.down) {
@@ -246,6 +259,18 @@ export function startProxy(target: { host: string; port: number }): Promise<Prox
     const idleHeld: Buffer[] = [];
     let upstreamGone = false;
     client.on('data', (d: Buffer) => {
+      const cut = st.cutAtCommit;
+      if (cut && isCommitQuery(d)) {
+        st.cutAtCommit = null;
+        parseClient(d);
+        pairs.delete(pair);
+        if (cut.when === 'after') {
+          upstream.end(d);
+        } else upstream.destroy();
+        client.destroy();
+        cut.then?.();
+        return;
+      }
       if (!lastFromClient) st.flights++;
       lastFromClient = true;
       parseClient(d);
@@ -315,6 +340,9 @@ export function startProxy(target: { host: string; port: number }): Promise<Prox
         cutAll,
         cutAfterFirstRow() {
           st.cutAfterRow = true;
+        },
+        cutAtCommit(when: 'before' | 'after', then?: () => void) {
+          st.cutAtCommit = { when, then };
         },
         holdIdle() {
           for (const [c] of pairs) holding.add(c);
