@@ -193,14 +193,18 @@ async function recheck(db: ControlDb, a: ApprovalRecord, now: Date, connectorFor
 
 /**
  * What approving pending approval `a` now would decide, without deciding it: the re-check's refusal
- * code, or the row-rule plan the write would run with (null: none applies). For the operator's
- * review (src/console/plan.ts, hnu42 finding 2), so the plan shown is of the statement that runs.
- * Uses connectors of its own, closed before it returns. Throws what the control database throws.
+ * code, or the row-rule plan the write would run with (null: none applies) and the write's guard
+ * (the function and shape guards its run would send right before the statement, task hw; null for
+ * none). For the operator's review (src/console/plan.ts, hnu42 finding 2), so the plan shown is of
+ * the statement that runs, and is made only while the guard passes (red team rt43a A9: planning
+ * folds IMMUTABLE functions, running them as the writer). Uses connectors of its own, closed before
+ * it returns. Throws what the control database throws.
  */
-export async function approvalRunPlan(db: ControlDb, a: ApprovalRecord, now: Date = new Date()): Promise<{ denied: string } | { denied: null; plan: RowRulePlan | null }> {
+export async function approvalRunPlan(db: ControlDb, a: ApprovalRecord, now: Date = new Date()): Promise<{ denied: string } | { denied: null; plan: RowRulePlan | null; guard: { text: string; values: string[] } | null }> {
   const registry = new SourceConnectorRegistry();
   try {
-    return await recheck(db, a, now, (settings) => registry.get(a.sourceId, settings));
+    const r = await recheck(db, a, now, (settings) => registry.get(a.sourceId, settings));
+    return r.denied !== null ? r : { denied: null, plan: r.plan, guard: r.guard ?? null };
   } finally {
     await registry.closeAll();
   }
