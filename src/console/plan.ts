@@ -155,7 +155,8 @@ export interface ApprovalPlanReview {
  * re-check (src/approvals/execute.ts approvalRunPlan) gives the requester's row-rule rewrite, whose
  * statement is planned (`rowRules: true`); without row rules, the stored statement. A re-check that
  * refuses the write (other than for the requester's key or identity, which `requester` shows and
- * which leaves the stored statement planned) gives no plan: `reason` says approving will not run it.
+ * which leaves the stored statement planned, behind the guard of the rest of the re-check, unless
+ * that refuses it too: rt43a A9b) gives no plan: `reason` says approving will not run it.
  * A re-check that throws gives no plan either (never a plan that ignores the rules).
  */
 async function planAsApproved(db: ControlDb, a: ApprovalRecord, source: SourceRecord): Promise<PlanResult> {
@@ -166,7 +167,12 @@ async function planAsApproved(db: ControlDb, a: ApprovalRecord, source: SourceRe
     return { ok: false, reason: `the approval could not be re-checked now, so the statement it would run is not known: ${reasonOf(err)}` };
   }
   if (run.denied !== null) {
-    if (run.denied in REQUESTER_PROBLEMS) return explainAsWriter(source, a.sql, a.params);
+    if (run.denied in REQUESTER_PROBLEMS) {
+      // The stored statement, behind the write's guard (red team rt43a A9b); not planned when the
+      // rest of the re-check refuses it too.
+      if ('otherwise' in run && run.otherwise !== undefined) return { ok: false, reason: `approving now would not run it (${run.otherwise}): ${recheckCause(run.otherwise).message}` };
+      return explainAsWriter(source, a.sql, a.params, null, 'guard' in run ? (run.guard ?? null) : null);
+    }
     return { ok: false, reason: `approving now would not run it (${run.denied}): ${recheckCause(run.denied).message}` };
   }
   return explainAsWriter(source, a.sql, a.params, run.plan, run.guard);

@@ -29,6 +29,7 @@ import { staleCatalogCause } from '../../../src/approvals/causes';
 import { getSource, putSource } from '../../../src/control/sources';
 import { scanSource } from '../../../src/control/scan';
 import { getApproval } from '../../../src/control/approvals';
+import { createApiKey, revokeApiKey } from '../../../src/control/keys';
 import { reviewApprovalPlan, STALE_PLAN_REASON } from '../../../src/console/plan';
 
 jest.setTimeout(120_000);
@@ -48,7 +49,7 @@ beforeAll(async () => {
     `CREATE TABLE public.rt43_evidence (what text NOT NULL, who text NOT NULL);
      GRANT ALL ON public.rt43_evidence TO PUBLIC;
      CREATE FUNCTION public.rt43_norm(t varchar) RETURNS varchar LANGUAGE sql IMMUTABLE AS $$ SELECT upper(t) $$;
-     INSERT INTO playlist (playlist_id, name) VALUES (9401, 'rt43 one'), (9402, 'rt43 two'), (9403, 'rt43 three'), (9404, 'rt43 four'), (9405, 'rt43 five'), (9406, 'rt43 six'), (9407, 'rt43 seven'), (9408, 'rt43 eight');`,
+     INSERT INTO playlist (playlist_id, name) VALUES (9401, 'rt43 one'), (9402, 'rt43 two'), (9403, 'rt43 three'), (9404, 'rt43 four'), (9405, 'rt43 five'), (9406, 'rt43 six'), (9407, 'rt43 seven'), (9408, 'rt43 eight'), (9409, 'rt43 nine'), (9411, 'rt43 eleven');`,
   );
   const u = new URL(env.sourceUrl);
   dblinkConn = `host=${u.hostname} port=${u.port || 5432} user=${decodeURIComponent(u.username)} dbname=${u.pathname.slice(1)}`;
@@ -186,6 +187,41 @@ describe('(A) approved writes: unreviewed code attached after the review, run as
     // Approving it then fails catalog_stale, nothing run.
     expect(await approveAndExecute(env.db, id, { operator: 'ops-rt43' })).toEqual(stale(id));
     expect({ evidence: await evidence(), name: await playlist(9408) }).toEqual({ evidence: [], name: 'rt43 eight' });
+  });
+
+  test("A9b (medium; fixed) the review of a write whose requester's key was revoked planned it as the writer without any guard (the re-check stops at the requester): the replaced IMMUTABLE function ran as the writer when the review was opened; now the rest of the re-check's guard runs first", async () => {
+    // rt43_fold as scanned first (A9 replaced it and its failed approval rescanned the source).
+    await sourceQuery(env, 'CREATE OR REPLACE FUNCTION public.rt43_fold(t varchar) RETURNS varchar LANGUAGE sql IMMUTABLE AS $f$ SELECT upper(t) $f$');
+    await scanSource(env.db, env.demo.sourceId);
+    env.gateway.store.invalidate('*');
+    const key = await createApiKey(env.db, env.demo.identityId);
+    const r = await callTool(env, 'interlock_query', { source_id: env.demo.sourceId, sql: "UPDATE playlist SET name = rt43_fold('rt43 a9b') WHERE playlist_id = 9411", params: [] }, key.secret);
+    expect(sc(r)).toMatchObject({ status: 'queued', approval_state: 'pending' });
+    await revokeApiKey(env.db, key.keyId);
+    await sourceQuery(
+      env,
+      `CREATE OR REPLACE FUNCTION public.rt43_fold(t varchar) RETURNS varchar LANGUAGE plpgsql IMMUTABLE AS $f$
+       BEGIN PERFORM public.rt43_dblog('review b', current_user::text); RETURN t; END $f$`,
+    );
+    const review = await reviewApprovalPlan(env.db, (await getApproval(env.db, sc(r).approval_id))!);
+    expect(review.requester).toMatchObject({ code: 'key_revoked' });
+    // Before the fix: a plan (ok: true) and evidence [{ what: 'review b', who: <writer role> }].
+    expect({ plan: review.plan, evidence: await evidence() }).toEqual({ plan: { ok: false, reason: STALE_PLAN_REASON }, evidence: [] });
+  });
+
+  test.failing("A10 (high) a column's type changed to a domain whose CHECK calls a function, after the write was queued: the approved UPDATE runs the check's function as the writer role", async () => {
+    const id = await queue("UPDATE playlist SET name = 'rt43 a10' WHERE playlist_id = 9409");
+    await hookFunction('rt43_dom_fn', 'domain check', 'boolean', 'true');
+    const type = (await sourceQuery<{ t: string }>(env, "SELECT format_type(atttypid, atttypmod) AS t FROM pg_attribute WHERE attrelid = 'playlist'::regclass AND attname = 'name'"))[0]!.t;
+    await sourceQuery(env, `CREATE DOMAIN public.rt43_dom AS ${type}; ALTER DOMAIN public.rt43_dom ADD CONSTRAINT rt43_chk CHECK (public.rt43_dom_fn())`);
+    try {
+      await sourceQuery(env, 'ALTER TABLE playlist ALTER COLUMN name TYPE public.rt43_dom');
+      await sourceQuery(env, 'DELETE FROM public.rt43_evidence'); // the ALTER's own check of the rows ran it as the superuser
+      const done = await approveAndExecute(env.db, id, { operator: 'ops-rt43' });
+      expect({ done, evidence: await evidence(), name: await playlist(9409) }).toEqual({ done: stale(id), evidence: [], name: 'rt43 nine' });
+    } finally {
+      await sourceQuery(env, `ALTER TABLE playlist ALTER COLUMN name TYPE ${type}; DROP DOMAIN public.rt43_dom`);
+    }
   });
 
   test('A6 (held) a function the write calls, altered after it was queued (SECURITY DEFINER, SET search_path): catalog_stale, nothing written', async () => {
