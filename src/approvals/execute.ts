@@ -14,7 +14,7 @@ import { failureCause, failureCode, recheckCause, staleCatalogCause } from './ca
 import { scanSource } from '../control/scan';
 import { recordApprovalEvent } from '../audit/writer';
 import { ControlError } from '../control/errors';
-import { requesterProblem } from './requester';
+import { REQUESTER_PROBLEMS, requesterProblem } from './requester';
 import { DbGovernanceStore } from '../governance/db-store';
 import { AccessEvaluator } from '../governance/evaluator';
 import { analyzeSql, complexityLimitsFromSettings, initSqlParser } from '../sql/analyze';
@@ -127,10 +127,15 @@ interface RecheckAllowed {
   guard?: { text: string; values: string[] } | null;
 }
 
-async function recheck(db: ControlDb, a: ApprovalRecord, now: Date, connectorFor: (settings: PostgresSourceSettings) => QueryConnector): Promise<{ denied: string } | RecheckAllowed> {
+/**
+ * The approval's re-check (see approveAndExecute). `skipRequester` (the review only, approvalRunPlan):
+ * the requester's key and identity are not checked, so a write that approving would refuse for
+ * them still gets its guard.
+ */
+async function recheck(db: ControlDb, a: ApprovalRecord, now: Date, connectorFor: (settings: PostgresSourceSettings) => QueryConnector, skipRequester = false): Promise<{ denied: string } | RecheckAllowed> {
   const no = (denied: string) => ({ denied });
   // The requester first (issue 24, item 4): the key that queued the write and its identity.
-  const requester = await requesterProblem(db, a, now);
+  const requester = skipRequester ? null : await requesterProblem(db, a, now);
   if (requester) return no(requester);
   const store = new DbGovernanceStore(db, { ttlMs: 0 });
   const source = await store.getSource(a.sourceId);
@@ -193,14 +198,29 @@ async function recheck(db: ControlDb, a: ApprovalRecord, now: Date, connectorFor
 
 /**
  * What approving pending approval `a` now would decide, without deciding it: the re-check's refusal
- * code, or the row-rule plan the write would run with (null: none applies). For the operator's
- * review (src/console/plan.ts, hnu42 finding 2), so the plan shown is of the statement that runs.
- * Uses connectors of its own, closed before it returns. Throws what the control database throws.
+ * code, or the row-rule plan the write would run with (null: none applies) and the write's guard
+ * (the function and shape guards its run would send right before the statement, task hw; null for
+ * none). Refused for its requester (a REQUESTER_PROBLEMS code): `guard` is that of the rest of the
+ * re-check, or null with `otherwise` (the code the rest refuses it with; A9b). For the operator's
+ * review (src/console/plan.ts, hnu42 finding 2), so the plan shown is of
+ * the statement that runs, and is made only while the guard passes (red team rt43a A9: planning
+ * folds IMMUTABLE functions, running them as the writer). Uses connectors of its own, closed before
+ * it returns. Throws what the control database throws.
  */
-export async function approvalRunPlan(db: ControlDb, a: ApprovalRecord, now: Date = new Date()): Promise<{ denied: string } | { denied: null; plan: RowRulePlan | null }> {
+export async function approvalRunPlan(
+  db: ControlDb,
+  a: ApprovalRecord,
+  now: Date = new Date(),
+): Promise<{ denied: string; guard?: { text: string; values: string[] } | null; otherwise?: string } | { denied: null; plan: RowRulePlan | null; guard: { text: string; values: string[] } | null }> {
   const registry = new SourceConnectorRegistry();
   try {
-    return await recheck(db, a, now, (settings) => registry.get(a.sourceId, settings));
+    const r = await recheck(db, a, now, (settings) => registry.get(a.sourceId, settings));
+    if (r.denied === null) return { denied: null, plan: r.plan, guard: r.guard ?? null };
+    if (!(r.denied in REQUESTER_PROBLEMS)) return r;
+    // Refused for its requester: the review still plans the stored statement, so it needs the
+    // write's guard too (red team rt43a A9b); none when the rest of the re-check refuses it.
+    const rest = await recheck(db, a, now, (settings) => registry.get(a.sourceId, settings), true);
+    return rest.denied === null ? { denied: r.denied, guard: rest.guard ?? null } : { denied: r.denied, guard: null, otherwise: rest.denied };
   } finally {
     await registry.closeAll();
   }

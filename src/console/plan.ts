@@ -3,7 +3,9 @@
  * as the source's writer role (the role that would execute it), inside a READ ONLY transaction that
  * is rolled back, with a 5 s statement timeout; the statement goes over the extended protocol, so
  * it is exactly one statement, on a connection that holds the pinned session settings. EXPLAIN alone plans the statement and runs
- * nothing; the read-only transaction is a second guard. Errors come back as operator text (this
+ * nothing but the IMMUTABLE functions the planner folds (called with constants), so the write's
+ * function and shape guards run first and a trip gives no plan (red team rt43a A9); the read-only
+ * transaction is a second guard (it does not stop effects outside it, such as dblink's). Errors come back as operator text (this
  * is the operators' console, never an agent's answer).
  */
 import type pg from 'pg';
@@ -14,6 +16,7 @@ import { REQUESTER_PROBLEMS, requesterProblem, requesterWarning, type RequesterW
 import { recheckCause } from '../approvals/causes';
 import { approvalRunPlan } from '../approvals/execute';
 import { rowViewStatements, type RowRulePlan } from '../pipeline/row-rules';
+import { GUARD_SQLSTATE } from '../sources/postgres/read';
 
 /**
  * A plan, or why there is none. `rowRules` true: the plan is of the statement the approved run
@@ -31,14 +34,23 @@ function reasonOf(err: unknown): string {
   return `${sqlstate}${e.message ?? 'the plan could not be made'}`;
 }
 
+/** Why a write is not planned when its guard trips (operator text; red team rt43a A9). */
+export const STALE_PLAN_REASON =
+  'not planned (catalog_stale): a function or operator of a name the write looks up, or a relation whose whole rows it uses, changed on the source since the catalogue its approval is checked against was scanned, and planning could run the changed code as the writer. Approving it now fails catalog_stale and rescans the source; requeue it to review it against the new definitions.';
+
 /**
  * EXPLAIN (FORMAT TEXT) of `sql` with `params` as the writer of `source`, on a connection verified to
  * hold the pinned session settings, the statement sent over the extended protocol (issue 22 items 2, 3).
  * With `rules` (the requester's row-rule plan, hnu42 finding 2): the plan of `rules.sql`, the statement
  * the approved run executes, after its row views are made (idempotent; made or not, everything is
  * rolled back) and its attributes bound, the transaction then set read only before EXPLAIN.
+ * With `guard` (the write's function and shape guards, execute.ts approvalRunPlan; task hw): sent in
+ * the same transaction right before EXPLAIN, which is not sent when it trips (GUARD_SQLSTATE):
+ * `{ ok: false, reason: STALE_PLAN_REASON }` — the planner folds IMMUTABLE functions called with
+ * constants, so planning a write whose function was replaced since the scan would run the unreviewed
+ * body as the writer (red team rt43a A9).
  */
-export async function explainAsWriter(source: SourceRecord, sql: string, params: unknown[], rules: RowRulePlan | null = null): Promise<PlanResult> {
+export async function explainAsWriter(source: SourceRecord, sql: string, params: unknown[], rules: RowRulePlan | null = null, guard: { text: string; values: string[] } | null = null): Promise<PlanResult> {
   if (source.type !== 'postgres') return { ok: false, reason: 'only PostgreSQL sources have a plan' };
   if (!source.settings.writer) return { ok: false, reason: 'the source has no writer role configured' };
   let c: pg.Client;
@@ -58,6 +70,14 @@ export async function explainAsWriter(source: SourceRecord, sql: string, params:
       for (const v of rules.views) for (const ddl of rowViewStatements(v, reader)) await c.query({ text: ddl, queryMode: 'extended' } as pg.QueryConfig);
       if (rules.settings.length > 0) await c.query({ text: BIND_LOCAL_SETTINGS, values: [rules.settings.map((x) => x[0]), rules.settings.map((x) => x[1])], queryMode: 'extended' } as pg.QueryConfig);
       await c.query('SET TRANSACTION READ ONLY');
+    }
+    if (guard) {
+      try {
+        await c.query({ text: guard.text, values: guard.values, queryMode: 'extended' } as pg.QueryConfig);
+      } catch (err) {
+        if ((err as { code?: string }).code === GUARD_SQLSTATE) return { ok: false, reason: STALE_PLAN_REASON };
+        throw err;
+      }
     }
     // The agent's text goes over the extended protocol even without parameters (issue 22 item 3):
     // one Parse holds one statement, so `…; COMMIT; DELETE …` is a syntax error, never three commands.
@@ -135,7 +155,8 @@ export interface ApprovalPlanReview {
  * re-check (src/approvals/execute.ts approvalRunPlan) gives the requester's row-rule rewrite, whose
  * statement is planned (`rowRules: true`); without row rules, the stored statement. A re-check that
  * refuses the write (other than for the requester's key or identity, which `requester` shows and
- * which leaves the stored statement planned) gives no plan: `reason` says approving will not run it.
+ * which leaves the stored statement planned, behind the guard of the rest of the re-check, unless
+ * that refuses it too: rt43a A9b) gives no plan: `reason` says approving will not run it.
  * A re-check that throws gives no plan either (never a plan that ignores the rules).
  */
 async function planAsApproved(db: ControlDb, a: ApprovalRecord, source: SourceRecord): Promise<PlanResult> {
@@ -146,10 +167,15 @@ async function planAsApproved(db: ControlDb, a: ApprovalRecord, source: SourceRe
     return { ok: false, reason: `the approval could not be re-checked now, so the statement it would run is not known: ${reasonOf(err)}` };
   }
   if (run.denied !== null) {
-    if (run.denied in REQUESTER_PROBLEMS) return explainAsWriter(source, a.sql, a.params);
+    if (run.denied in REQUESTER_PROBLEMS) {
+      // The stored statement, behind the write's guard (red team rt43a A9b); not planned when the
+      // rest of the re-check refuses it too.
+      if ('otherwise' in run && run.otherwise !== undefined) return { ok: false, reason: `approving now would not run it (${run.otherwise}): ${recheckCause(run.otherwise).message}` };
+      return explainAsWriter(source, a.sql, a.params, null, 'guard' in run ? (run.guard ?? null) : null);
+    }
     return { ok: false, reason: `approving now would not run it (${run.denied}): ${recheckCause(run.denied).message}` };
   }
-  return explainAsWriter(source, a.sql, a.params, run.plan);
+  return explainAsWriter(source, a.sql, a.params, run.plan, run.guard);
 }
 
 /** The plan review of approval `a` (see ApprovalPlanReview); runs EXPLAIN as the writer for a pending one. */
