@@ -315,7 +315,7 @@ function pipeline(deps: QueryPipelineDeps, now: () => Date, analyses: AnalysisCa
       let read;
       const readStarted = performance.now();
       try {
-        read = await connector.read(runSql, params, { maxRows, maxBytes: deps.maxResultBytes ?? 4 * 1024 * 1024, signal: ctx.signal, identityId: identity.id, ...(rowPlan ? { settings: rowPlan.settings } : {}), ...(guard ? { guard } : {}), ...(fnGuard ? { functionGuard: fnGuard } : {}), ...(ctx.sourceWait ? { poolWait: ctx.sourceWait } : {}), searchPath: catalog.searchPath });
+        read = await connector.read(runSql, params, { maxRows, maxBytes: deps.maxResultBytes ?? 4 * 1024 * 1024, signal: ctx.signal, identityId: identity.id, ...(rowPlan ? { settings: rowPlan.settings } : {}), ...(guard ? { guard } : {}), ...(fnGuard ? { functionGuard: fnGuard } : {}), ...(ctx.sourceWait ? { poolWait: ctx.sourceWait } : {}), searchPath: catalog.searchPath, ...(analysis.userFunctions?.length ? { retryIfLost: false } : {}) });
       } catch (err) {
         const sqlState = (err as { sqlState?: string }).sqlState;
         // A row view dropped on the source since it was made (42P01, undefined table; e.g. by an

@@ -101,6 +101,15 @@ export interface ReadOptions {
    * per-identity limit samples that wait (issue 29, h29i).
    */
   poolWait?: { poolMs: number; slotMs?: number };
+  /**
+   * False when the statement runs user functions (`SqlAnalysisOk.userFunctions`; red team rt43a B1):
+   * a connection lost before the server answered anything is then NOT retried on another
+   * (read.ts readFrom), since the server may have run the statement (a reset after it arrived, a
+   * backend terminated mid-statement) and a trusted function can have an effect outside the read's
+   * transaction (dblink, a mislabelled volatile function): never run twice. Default true: a statement
+   * of built-ins only has no effect outside its read-only transaction, so running it again is safe.
+   */
+  retryIfLost?: boolean;
 }
 
 /**

@@ -125,7 +125,11 @@ export function connectedAt(client: pg.PoolClient): number {
  * have been ended with it) and drops it (so this ends: at most pool_size + 1 passes); a connection
  * opened since that is lost before any answer fails the read `source_unavailable` (nothing was run;
  * counts against the circuit). The lost connections themselves are never counted: the breaker sees
- * only the read's final outcome (connector.ts runs the whole of runRead inside it).
+ * only the read's final outcome (connector.ts runs the whole of runRead inside it). A read that runs
+ * user functions (`opts.retryIfLost` false, red team rt43a B1) is never run again: "nothing answered"
+ * does not prove the server ran nothing (a reset after the statement arrived, a backend terminated
+ * mid-statement), and a trusted function's effect outside the transaction must not happen twice; it
+ * fails `source_unavailable` as a loss on a fresh connection does.
  */
 function readFrom(ctx: StatementContext, sql: string, values: unknown[], opts: ReadOptions, began: number, deadSince: number | null = null, passes = 0): Promise<ReadResult> {
   const signal = opts.signal;
@@ -184,7 +188,7 @@ function readFrom(ctx: StatementContext, sql: string, values: unknown[], opts: R
           settle();
           client.release(true);
           const since = deadSince ?? began;
-          if (connectedAt(client) < since && passes < ctx.s.poolSize) {
+          if (opts.retryIfLost !== false && connectedAt(client) < since && passes < ctx.s.poolSize) {
             ctx.logger?.info({ err, pool: 'reader', pass: passes + 1 }, 'pooled source connection had ended while idle; the read runs on another');
             resolve(readFrom(ctx, sql, values, opts, began, deadSince ?? performance.now(), passes + 1));
             return;

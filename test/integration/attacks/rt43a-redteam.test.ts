@@ -328,20 +328,20 @@ describe('(B) retries of reads whose connection was lost', () => {
     expect(await calls()).toBe(1);
   });
 
-  test.failing('B1 (medium) a read whose statement ran on the server and whose connection was then reset before any answer runs again on another connection: its effect happens twice', async () => {
+  test('B1 (medium, fixed) a read that runs a user function, whose statement ran on the server and whose connection was then reset before any answer, is not run again on another connection: its effect happens once, the read fails source_unavailable', async () => {
     const before = await calls();
     // A pooled connection exists (B0 and this warm-up), so the lost one predates the read: the retry condition.
     expect(sc(await callTool(env, 'interlock_query', { source_id: 'chinook', sql: 'SELECT 1 AS warm' }, env.apiKey))).toMatchObject({ rows: [{ warm: 1 }] });
     proxy.swallowNext('rt43_log(8)');
     const r = await callTool(env, 'interlock_query', { source_id: 'chinook', sql: 'SELECT public.rt43_log(8) AS v' }, env.apiKey);
-    // Today: the answer has rows [{ v: 8 }], the statement was sent twice and the function ran twice.
-    expect({ sent: proxy.sent, ran: (await calls()) - before, rows: sc(r).rows }).toEqual({ sent: 1, ran: 1, rows: undefined });
+    // Before the fix: the answer had rows [{ v: 8 }], the statement was sent twice and the function ran twice.
+    expect({ sent: proxy.sent, ran: (await calls()) - before, rows: sc(r).rows, code: sc(r).code }).toEqual({ sent: 1, ran: 1, rows: undefined, code: 'source_unavailable' });
   });
-  test('B2 (held) the read that ran twice is audited once (allowed, one row), and the lost connection is not counted: the circuit stays closed', async () => {
+  test('B2 (held) a read of built-ins only (no effect outside its read-only transaction) whose connection was reset so is run again, audited once (allowed, one row), and the lost connection is not counted: the circuit stays closed', async () => {
     const mark = (await env.db.pool.query<{ id: string }>('SELECT coalesce(max(id), 0)::text AS id FROM audit_events')).rows[0].id;
     expect(sc(await callTool(env, 'interlock_query', { source_id: 'chinook', sql: 'SELECT 2 AS warm' }, env.apiKey))).toMatchObject({ rows: [{ warm: 2 }] });
-    proxy.swallowNext('rt43_log(9)');
-    const r = await callTool(env, 'interlock_query', { source_id: 'chinook', sql: 'SELECT public.rt43_log(9) AS v' }, env.apiKey);
+    proxy.swallowNext('rt43 b2');
+    const r = await callTool(env, 'interlock_query', { source_id: 'chinook', sql: "SELECT 9 AS v WHERE 'rt43 b2' <> ''" }, env.apiKey);
     expect(sc(r).rows).toEqual([{ v: 9 }]);
     const ev = await env.db.pool.query("SELECT decision, reason_code, row_count::text AS row_count FROM audit_events WHERE kind = 'tool_call' AND id > $1::bigint ORDER BY id", [mark]);
     expect(ev.rows).toEqual([
