@@ -49,18 +49,49 @@ const BEGIN_WITH_XID = 'BEGIN; SELECT pg_catalog.txid_current()::text AS xid';
  */
 const COMMIT_STATUS = 'SELECT pg_catalog.txid_status($1::bigint) AS status';
 
+/**
+ * Ends backend $1 when it still runs transaction $2 (a txid_current value; pg_stat_activity's
+ * `backend_xid` is its low 32 bits), so that a recycled process id is never hit. The writer role may
+ * end its own role's sessions (PostgreSQL: a member of the backend's role, or pg_signal_backend); a
+ * role that may not gets an error (42501), which the caller ignores. Returns a row only when it ran.
+ */
+const END_OLD_BACKEND = `SELECT pg_catalog.pg_terminate_backend(a.pid) AS ended FROM pg_catalog.pg_stat_activity a
+  WHERE a.pid = $1::int AND a.backend_xid IS NOT NULL AND a.backend_xid::text::bigint = $2::bigint % 4294967296`;
+
 /** What asking a fresh writer connection about a lost COMMIT learnt (null: nothing certain). */
 export type CommitStatus = 'committed' | 'aborted' | null;
 
+/** Most milliseconds commitStatus waits for a transaction the server says is 'in progress' to end. */
+export const COMMIT_WAIT_MAX_MS = 3000;
+/** The first pause (ms) before asking again about a transaction 'in progress'; each next one doubles. */
+export const COMMIT_WAIT_FIRST_MS = 50;
+
+/**
+ * How long (ms) commitStatus waits for a transaction 'in progress' to end: the source's statement
+ * timeout (the longest its own COMMIT could have been allowed; 5 s when it has none) capped at
+ * COMMIT_WAIT_MAX_MS.
+ */
+export function commitWaitMs(statementTimeout: number): number {
+  return Math.min(COMMIT_WAIT_MAX_MS, statementTimeout > 0 ? statementTimeout : 5000);
+}
+
 /**
  * Asks a writer connection of the pool (checked out anew; the lost one is gone) whether transaction
- * `xid` committed, once, within the source's connect timeout plus its statement timeout (5 s when it
- * has none) plus WATCHDOG_GRACE_MS. Returns 'committed' or 'aborted' as the server says; null when it
- * says 'in progress' or NULL (too old), or when no connection, no answer or an error came in time (the
- * connection is then dropped). Never throws; no retry.
+ * `xid` committed (task hcommit). 'committed' or 'aborted' as the server says. While it says
+ * 'in progress' (task hfollow: the old backend has not yet noticed its client is gone, or is still
+ * committing, so its transaction can still commit or abort) it asks again on the same connection
+ * after 50 ms, 100 ms, … (doubling), for at most commitWaitMs(statement timeout) after the first
+ * answer; once half of that has passed it ends the old backend `pid` (the lost connection's
+ * process id, when known) if it still runs `xid` (END_OLD_BACKEND; not required: a writer role that
+ * may not is only logged), which makes the status final (a backend ends a transaction it is
+ * committing before it exits). Null when the server still says 'in progress' at the end of the wait,
+ * says NULL (too old), or when no connection, no answer or an error came in time (the connection is
+ * then dropped). The whole call is bounded by the source's connect timeout plus its statement
+ * timeout (5 s when it has none) plus the wait plus WATCHDOG_GRACE_MS. Never throws.
  */
-export async function commitStatus(ctx: StatementContext, xid: string): Promise<CommitStatus> {
-  const bound = ctx.s.connectTimeout + (ctx.s.statementTimeout > 0 ? ctx.s.statementTimeout : 5000) + WATCHDOG_GRACE_MS;
+export async function commitStatus(ctx: StatementContext, xid: string, pid: number | null = null): Promise<CommitStatus> {
+  const wait = commitWaitMs(ctx.s.statementTimeout);
+  const bound = ctx.s.connectTimeout + (ctx.s.statementTimeout > 0 ? ctx.s.statementTimeout : 5000) + wait + WATCHDOG_GRACE_MS;
   const stop = new AbortController();
   let timer: NodeJS.Timeout | undefined;
   let client: pg.PoolClient | undefined;
@@ -72,6 +103,16 @@ export async function commitStatus(ctx: StatementContext, xid: string): Promise<
       resolve(null);
     }, bound);
   });
+  const pause = (ms: number) =>
+    new Promise<void>((resolve) => {
+      const t = setTimeout(done, ms);
+      function done() {
+        clearTimeout(t);
+        stop.signal.removeEventListener('abort', done);
+        resolve();
+      }
+      stop.signal.addEventListener('abort', done, { once: true });
+    });
   const ask = (async (): Promise<CommitStatus> => {
     const onError = (err: unknown) => ctx.logger?.debug({ err }, 'writer connection error (commit status)');
     try {
@@ -82,11 +123,37 @@ export async function commitStatus(ctx: StatementContext, xid: string): Promise<
     const c = client;
     c.on('error', onError);
     try {
-      const r = await c.query({ text: COMMIT_STATUS, values: [xid], queryMode: 'extended' } as pg.QueryConfig);
-      const status = (r.rows[0] as { status?: unknown } | undefined)?.status;
-      c.removeListener('error', onError);
-      c.release(late || (c as unknown as ClientInternals).getTransactionStatus?.() !== 'I');
-      return status === 'committed' || status === 'aborted' ? status : null;
+      let first: number | null = null;
+      let pauseMs = COMMIT_WAIT_FIRST_MS;
+      let endTried = false;
+      for (;;) {
+        const r = await c.query({ text: COMMIT_STATUS, values: [xid], queryMode: 'extended' } as pg.QueryConfig);
+        const status = (r.rows[0] as { status?: unknown } | undefined)?.status;
+        const now = performance.now();
+        first ??= now;
+        const left = first + wait - now;
+        if (status !== 'in progress' || late || left <= 0) {
+          c.removeListener('error', onError);
+          c.release(late || (c as unknown as ClientInternals).getTransactionStatus?.() !== 'I');
+          return status === 'committed' || status === 'aborted' ? status : null;
+        }
+        if (!endTried && pid !== null && now - first >= wait / 2) {
+          endTried = true;
+          try {
+            const e = await c.query({ text: END_OLD_BACKEND, values: [pid, xid], queryMode: 'extended' } as pg.QueryConfig);
+            ctx.logger?.info({ pool: 'writer', xid, pid, ended: e.rows.length > 0 }, 'the transaction of a lost approved write was still in progress; asked the source to end its old session');
+          } catch (err) {
+            // Not required: a writer role that may not end its own sessions waits for the server.
+            ctx.logger?.info({ err, pool: 'writer', xid, pid }, 'the old session of a lost approved write could not be ended; waiting for the source');
+          }
+          if (late) throw new Error('late');
+          pauseMs = COMMIT_WAIT_FIRST_MS; // the session ends within moments of being told to
+          continue;
+        }
+        await pause(Math.min(pauseMs, left));
+        pauseMs *= 2;
+        if (late) throw new Error('late');
+      }
     } catch {
       c.removeListener('error', onError);
       c.release(true);
@@ -175,7 +242,8 @@ export function runWrite(
  * gave up on) may have committed: the server is asked, on a new connection, about the transaction
  * id BEGIN read (commitStatus; task hcommit): committed resolves `commitResolved` with the
  * statement's row count, aborted rejects the lost connection's failure (nothing changed), anything
- * else rejects SourceError 'outcome_unknown'.
+ * else rejects SourceError 'outcome_unknown' (an answer 'in progress' is asked again until final or
+ * the wait ends, the old session ended half way: commitStatus, task hfollow).
  */
 function writeOn(
   ctx: StatementContext,
@@ -200,6 +268,8 @@ function writeOn(
         let settled = false;
         let gaveUp = false;
         let timer: NodeJS.Timeout | null = null;
+        /** The lost connection's server process id (commitStatus may end it), read at checkout. */
+        const pid = typeof c.processID === 'number' ? c.processID : null;
         let markEnded!: () => void;
         const ended = new Promise<void>((r) => (markEnded = r));
         const onClientError = (err: unknown) => ctx.logger?.debug({ err }, 'writer connection error');
@@ -232,7 +302,7 @@ function writeOn(
          */
         const resolveCommit = async (lost: SourceError, first?: Promise<void>): Promise<WriteResult> => {
           if (first) await first;
-          const status = xid === null ? null : await commitStatus(ctx, xid);
+          const status = xid === null ? null : await commitStatus(ctx, xid, pid);
           ctx.logger?.warn({ pool: 'writer', xid, status: status ?? 'unknown' }, 'the connection was lost while an approved write was committing; asked the source whether its transaction committed');
           if (status === 'committed') return { rowCount: rowsChanged, commitResolved: true };
           if (status === 'aborted') throw lost;

@@ -210,9 +210,31 @@ export interface Proxy {
    * the transaction and rolls back). `then` runs right after the cut.
    */
   cutAtCommit(when: 'before' | 'after', then?: () => void): void;
+  /**
+   * Task hfollow: the next simple-protocol `COMMIT` a client sends cuts the client's side at once (it
+   * gets no answer) but is NOT forwarded, and the server's side stays open: the server's session sits
+   * idle in its transaction (txid_status says 'in progress') until the returned handle's `commit()`
+   * (forwards the COMMIT late, then closes: the server commits) or `abort()` (closes: it rolls back).
+   * `ended` resolves when the server's side has closed (for whatever reason, a terminated backend too).
+   */
+  holdAtCommit(): HeldCommit;
+  /**
+   * Calls `fn` with each answer (the server's bytes up to ReadyForQuery, as latin1 text) to a client
+   * message containing `text`, on any connection, after forwarding it to the client; until `off()`.
+   */
+  onAnswer(text: string, fn: (answer: string) => void): { off(): void };
   /** While down, new connections are closed at once and existing ones are cut (left open with `cutOpen` false). */
   setDown(down: boolean, cutOpen?: boolean): void;
   close(): Promise<void>;
+}
+
+/** A COMMIT holdAtCommit kept from the server (see there). */
+export interface HeldCommit {
+  /** Resolves once the COMMIT was held (the client's side cut). */
+  held: Promise<void>;
+  commit(): void;
+  abort(): void;
+  ended: Promise<void>;
 }
 
 /** True when `d` is exactly one simple-protocol Query message whose text is COMMIT. */
@@ -224,6 +246,9 @@ function isCommitQuery(d: Buffer): boolean {
 export function startProxy(target: { host: string; port: number }): Promise<Proxy> {
   const pairs = new Set<[net.Socket, net.Socket]>();
   const holding = new Set<net.Socket>();
+  const heldSides = new Set<net.Socket>();
+  const watchers = new Set<{ text: string; fn: (answer: string) => void }>();
+  let hold: null | { onHeld: (commitMsg: Buffer, upstream: net.Socket) => void } = null;
   const st = { connections: 0, flights: 0, clientMessages: [] as string[], down: false, cutAfterRow: false, cutAtCommit: null as null | { when: 'before' | 'after'; then?: () => void } };
   const server = net.createServer((client) => {
     st.connections++;
@@ -258,7 +283,29 @@ export function startProxy(target: { host: string; port: number }): Promise<Prox
     /** What holdIdle held back of the server's side, and whether the server closed meanwhile. */
     const idleHeld: Buffer[] = [];
     let upstreamGone = false;
+    /** Watchers whose text the client's last message contained, and the answer read so far. */
+    let asked: Array<{ text: string; fn: (answer: string) => void }> = [];
+    let answer = '';
+    let detached = false;
     client.on('data', (d: Buffer) => {
+      if (hold && isCommitQuery(d)) {
+        const h = hold;
+        hold = null;
+        parseClient(d);
+        pairs.delete(pair);
+        detached = true;
+        client.destroy();
+        h.onHeld(d, upstream);
+        return;
+      }
+      if (watchers.size > 0) {
+        const text = d.toString('latin1');
+        const hit = [...watchers].filter((w) => text.includes(w.text));
+        if (hit.length > 0) {
+          asked = hit;
+          answer = '';
+        }
+      }
       const cut = st.cutAtCommit;
       if (cut && isCommitQuery(d)) {
         st.cutAtCommit = null;
@@ -282,7 +329,21 @@ export function startProxy(target: { host: string; port: number }): Promise<Prox
     });
     let held = Buffer.alloc(0);
     upstream.on('data', (d: Buffer) => {
+      if (detached) return;
       lastFromClient = false;
+      if (asked.length > 0) {
+        answer += d.toString('latin1');
+        if (d.length >= 6 && d[d.length - 6] === 0x5a && d.readInt32BE(d.length - 5) === 5) {
+          const fns = asked;
+          const text = answer;
+          asked = [];
+          answer = '';
+          client.write(d, () => {
+            for (const w of fns) if (watchers.has(w)) w.fn(text);
+          });
+          return;
+        }
+      }
       if (holding.has(client)) return void idleHeld.push(d);
       if (!st.cutAfterRow) return void client.write(d);
       held = Buffer.concat([held, d]);
@@ -298,6 +359,7 @@ export function startProxy(target: { host: string; port: number }): Promise<Prox
       }
     });
     const end = () => {
+      if (detached) return void client.destroy();
       holding.delete(client);
       client.destroy();
       upstream.destroy();
@@ -314,6 +376,7 @@ export function startProxy(target: { host: string; port: number }): Promise<Prox
   });
   const cutAll = () => {
     holding.clear();
+    for (const u of heldSides) u.destroy();
     for (const [a, b] of pairs) {
       a.destroy();
       b.destroy();
@@ -343,6 +406,38 @@ export function startProxy(target: { host: string; port: number }): Promise<Prox
         },
         cutAtCommit(when: 'before' | 'after', then?: () => void) {
           st.cutAtCommit = { when, then };
+        },
+        holdAtCommit() {
+          let markHeld!: () => void;
+          let markEnded!: () => void;
+          const held = new Promise<void>((r) => (markHeld = r));
+          const ended = new Promise<void>((r) => (markEnded = r));
+          let kept: null | { msg: Buffer; upstream: net.Socket } = null;
+          hold = {
+            onHeld(msg, upstream) {
+              kept = { msg, upstream };
+              heldSides.add(upstream);
+              upstream.once('close', () => heldSides.delete(upstream));
+              if (upstream.destroyed) markEnded();
+              else upstream.once('close', () => markEnded());
+              markHeld();
+            },
+          };
+          return {
+            held,
+            ended,
+            commit() {
+              if (kept) kept.upstream.end(kept.msg);
+            },
+            abort() {
+              kept?.upstream.destroy();
+            },
+          };
+        },
+        onAnswer(text: string, fn: (answer: string) => void) {
+          const w = { text, fn };
+          watchers.add(w);
+          return { off: () => void watchers.delete(w) };
         },
         holdIdle() {
           for (const [c] of pairs) holding.add(c);
