@@ -40,25 +40,33 @@ import { textArrayLiteral } from './shape-guard';
  * (oid[]); `$2`, `$3` the involved type names' schemas and names (name[], pairwise); `$4`, `$5` the
  * scanned types' oids and versions (int8[], text[]: `SourceCatalog.castVersions`); `$6` the
  * versions expected of a type `$4` does not hold ('' normally; a value no server answers when the
- * snapshot has no versions).
+ * snapshot has no versions). `parts` leaves out the branch of the oids (`byOid` false) or of the
+ * names (`byName` false) when the statement has none (their parameters are still bound, unused
+ * but typed by their casts). Texts made once per variant.
  */
-export function typeGuardSql(offset = 0): string {
+export function typeGuardSql(offset = 0, parts: { byOid: boolean; byName: boolean } = { byOid: true, byName: true }): string {
+  const key = `${offset}:${parts.byOid}:${parts.byName}`;
+  const hit = texts.get(key);
+  if (hit !== undefined) return hit;
   const p = (i: number): string => `$${offset + i}`;
-  return `
-SELECT 1
-FROM (
-  SELECT DISTINCT y.t FROM (
-    SELECT a.t FROM pg_catalog.unnest(${p(1)}::oid[]) AS a(t)
-    UNION ALL
-    SELECT z.t
+  const oidBranch = `SELECT a.t FROM pg_catalog.unnest(${p(1)}::oid[]) AS a(t)`;
+  const nameBranch = `SELECT z.t
     FROM ROWS FROM (pg_catalog.unnest(${p(2)}::name[]), pg_catalog.unnest(${p(3)}::name[])) AS u(s, n)
     JOIN pg_catalog.pg_namespace m ON m.nspname = u.s
     JOIN pg_catalog.pg_type t0 ON t0.typname = u.n AND t0.typnamespace = m.oid
     LEFT JOIN pg_catalog.pg_type t1 ON t1.oid = t0.typbasetype
     LEFT JOIN pg_catalog.pg_type t2 ON t2.oid = t1.typbasetype
     LEFT JOIN pg_catalog.pg_type t3 ON t3.oid = t2.typbasetype
-    CROSS JOIN LATERAL (VALUES (t0.oid), (t0.typelem), (t1.oid), (t1.typelem), (t2.oid), (t2.typelem), (t3.oid), (t3.typelem)) AS z(t)
-  ) y WHERE y.t >= 16384::oid) w
+    CROSS JOIN LATERAL (VALUES (t0.oid), (t0.typelem), (t1.oid), (t1.typelem), (t2.oid), (t2.typelem), (t3.oid), (t3.typelem)) AS z(t)`;
+  // Unused parameters are still named (PostgreSQL must infer every parameter's type).
+  const unused = [!parts.byOid ? `${p(1)}::oid[] IS NULL` : '', !parts.byName ? `${p(2)}::name[] IS NULL AND ${p(3)}::name[] IS NULL` : ''].filter(Boolean);
+  const branches = [parts.byOid ? oidBranch : '', parts.byName ? nameBranch : ''].filter(Boolean).join('\n    UNION ALL\n    ');
+  const text = `
+SELECT 1
+FROM (
+  SELECT DISTINCT y.t FROM (
+    ${branches}
+  ) y WHERE y.t >= 16384::oid${unused.length ? ' AND NOT (' + unused.join(' AND ') + ')' : ''}) w
 CROSS JOIN LATERAL (
   SELECT coalesce(pg_catalog.string_agg(e.e, ',' ORDER BY e.e COLLATE "C"), '') AS have, pg_catalog.count(*) AS k
   FROM (SELECT 'c' || k.oid::text || ':' || k.xmin::text AS e FROM pg_catalog.pg_cast k WHERE k.castsource = w.t
@@ -67,7 +75,12 @@ CROSS JOIN LATERAL (
 WHERE CASE WHEN x.have <> coalesce((SELECT v.v FROM ROWS FROM (pg_catalog.unnest(${p(4)}::int8[]), pg_catalog.unnest(${p(5)}::text[])) AS v(t, v) WHERE v.t = w.t::int8), ${p(6)}::text)
            THEN 1 / (x.k * 0) = 1 ELSE false END
 `;
+  if (texts.size < 64) texts.set(key, text);
+  return text;
 }
+
+/** Guard texts per offset and variant. */
+const texts = new Map<string, string>();
 
 /** What a type guard is made from (`SqlAnalysisOk.typeUses`). */
 export interface TypeUses {
@@ -107,7 +120,7 @@ export function withTypeGuard(catalog: SourceCatalog, prior: ReadGuard | null, u
   const hit = byCat.get(catalog);
   if (hit && hit.prior === prior) return hit.guard;
   const offset = prior ? prior.values.length : 0;
-  const text = (prior ? prior.text + ' UNION ALL ' : '') + typeGuardSql(offset);
+  const text = (prior ? prior.text + ' UNION ALL ' : '') + typeGuardSql(offset, { byOid: uses.oids.length > 0, byName: uses.names.length > 0 });
   const values = [
     ...(prior?.values ?? []),
     '{' + uses.oids.map((o) => String(Math.trunc(Number(o)))).join(',') + '}',
