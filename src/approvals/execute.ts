@@ -173,8 +173,9 @@ async function recheck(db: ControlDb, a: ApprovalRecord, now: Date, connectorFor
   const hier = await checkHierarchy({ connector, evaluator, sourceId: a.sourceId, analysis, catalog, policies, subject, now, restrictions: pol.restrictions, identityId: a.identityId });
   if (!hier.ok) return no(hier.outcome.kind === 'refusal' && hier.outcome.code === 'policy_denied' ? 'policy_denied' : 'source_role_denied');
   const policyRows = policyRowRestrictions(policies, subject);
-  // The functions, operators and whole-row shapes this analysis assumed, as this catalogue recorded
-  // them: checked again in the write's own transaction right before it runs (task hw).
+  // The functions, operators, whole-row shapes and types' casts and domain constraints this analysis
+  // assumed, as this catalogue recorded them: checked again in the write's own transaction right
+  // before it runs (tasks hw, hcast).
   const guard = connector.functionGuard?.(catalog, analysis, analysis.rowShapes) ?? null;
   if (!hasAnyRowRules(evaluator, a.sourceId, policyRows)) return { denied: null, plan: null, searchPath: scanned.searchPath, guard };
   // Planned on the catalogue's tree: a tree that changed since the scan could hide a parent's rule.

@@ -42,7 +42,9 @@ export interface QueryConnector {
    * pg_catalog (tasks hf5, hg1, hg2; src/sources/postgres/function-guard.ts);
    * when they are not, the statement is not run and the read resolves with `functionsChanged`.
    * `rowShapes` (task hrt42, `SqlAnalysisOk.rowShapes`): the same guard also proves those relations'
-   * columns are the scanned ones (src/sources/postgres/shape-guard.ts). Null for none (nothing sent).
+   * columns are the scanned ones (src/sources/postgres/shape-guard.ts). `typeUses` (task hcast,
+   * `SqlAnalysisOk.typeUses`): and that the casts and domain constraints of those types are the
+   * scanned ones (src/sources/postgres/type-guard.ts). Null for none (nothing sent).
    */
   functionGuard?(
     catalog: SourceCatalog,
@@ -50,6 +52,7 @@ export interface QueryConnector {
       | {
           userFunctions?: ReadonlyArray<{ schema: string; name: string }>;
           resolvedNames?: { functions: ReadonlyArray<string>; operators: ReadonlyArray<string>; qualifiedFunctions?: ReadonlyArray<{ schema: string; name: string }>; qualifiedOperators?: ReadonlyArray<{ schema: string; name: string }> };
+          typeUses?: { oids: ReadonlyArray<number>; names: ReadonlyArray<{ schema: string; name: string }> };
         }
       | undefined,
     rowShapes?: ReadonlyArray<{ schema: string; name: string }>,

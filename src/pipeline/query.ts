@@ -286,7 +286,7 @@ function pipeline(deps: QueryPipelineDeps, now: () => Date, analyses: AnalysisCa
     // rows it uses (task hrt42, rt42 G2: a column added since the scan would ride in a whole-row
     // value): checked in the read's own round trip, right before the statement; a statement with
     // none of these sends nothing more.
-    const fnGuard = analysis.userFunctions || analysis.resolvedNames || analysis.rowShapes ? (connector.functionGuard?.(catalog, analysis, analysis.rowShapes) ?? null) : null;
+    const fnGuard = analysis.userFunctions || analysis.resolvedNames || analysis.rowShapes || analysis.typeUses ? (connector.functionGuard?.(catalog, analysis, analysis.rowShapes) ?? null) : null;
     for (;;) {
       const maxRows = Math.min(requested, sourceCap, restrictions.maxRows ?? Infinity);
       // Masked columns are masked in SQL, so their raw values never reach the gateway (mask-sql.ts).

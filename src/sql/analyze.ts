@@ -80,7 +80,7 @@
  */
 import { createHash } from 'node:crypto';
 import type { SourceCatalog } from './catalog-types';
-import { analyzeStatement, createWalkState, Refusal, statementName, typeCodeRuns, viewUserFunctions, WORK_BUDGET, workUsed } from './analyzer';
+import { analyzeStatement, createWalkState, Refusal, statementName, typeCodeRuns, typeUses, viewUserFunctions, WORK_BUDGET, workUsed } from './analyzer';
 import { complexityRefusal, DEFAULT_COMPLEXITY_LIMITS, measureComplexity, type ComplexityLimits } from './complexity';
 import { isAnyColumn, isPlaceholder } from './lineage';
 import { PreparedCatalog, prepareCatalog } from './prepared-catalog';
@@ -204,6 +204,7 @@ export function analyzeSql(sql: string, catalog: SourceCatalog | PreparedCatalog
     outs = analyzeStatement(a, type, stmt[type] as Record<string, unknown>);
     typeCodeRuns(a);
     viewUserFunctions(a);
+    typeUses(a);
   } catch (err) {
     if (err instanceof Refusal) {
       opts?.onWork?.(workUsed(a));
@@ -267,6 +268,9 @@ export function analyzeSql(sql: string, catalog: SourceCatalog | PreparedCatalog
     ...(a.userOperator ? { userOperators: true } : {}),
     ...(a.functionReads.size ? { functionReads: [...a.functionReads.values()] } : {}),
     ...(a.userFunctions.size ? { userFunctions: [...a.userFunctions.values()].sort((x, y) => (x.schema + '.' + x.name).localeCompare(y.schema + '.' + y.name)) } : {}),
+    ...(a.typeOids.size || a.typeNames.size
+      ? { typeUses: { oids: [...a.typeOids].sort((x, y) => x - y), names: bySchemaName(a.typeNames) } }
+      : {}),
     ...(a.rowShapes.size ? { rowShapes: [...a.rowShapes.values()].sort((x, y) => (x.schema + '.' + x.name).localeCompare(y.schema + '.' + y.name)) } : {}),
     ...(a.functionNames.size || a.operatorNames.size || a.qualifiedFunctionNames.size || a.qualifiedOperatorNames.size
       ? {

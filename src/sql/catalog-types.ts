@@ -268,6 +268,18 @@ export interface SourceCatalog {
    */
   typeCode?: Array<[number, string, string, string, string, boolean]>;
   /**
+   * Task hcast (red team rt43b F1, F3): the row versions of the code PostgreSQL finds by a type's
+   * oid, not by a name: `[type oid, versions]` for every type outside `pg_catalog` (oid ≥ 16384) that
+   * is the source or target of a pg_cast row or the domain of a pg_constraint row (`contypid`), sorted
+   * by oid. `versions` lists `c<oid>:<xmin>` of each such cast and `d<oid>:<xmin>` of each such
+   * constraint, sorted (byte order), joined by `,`. The type guard
+   * (src/sources/postgres/type-guard.ts) compares the live rows of the types a statement involves
+   * (`SqlAnalysisOk.typeUses`) with these before it runs. A type absent here had none. Always present
+   * in a scan since task hcast (possibly empty); a scanned snapshot without it is stale
+   * (`lacksTypeFacts`).
+   */
+  castVersions?: Array<[number, string]>;
+  /**
    * Task hs: every stand-alone composite type (`CREATE TYPE … AS (…)`, `pg_class.relkind` c) outside
    * `pg_catalog`/`information_schema`, with its attributes in `attnum` order (name and `format_type`
    * only): what the shape guard (src/sources/postgres/shape-guard.ts) expects of a function result

@@ -37,6 +37,7 @@ import { deniedFunctionReason } from './function-policy';
 import { parseSql } from './parser';
 import { type PreparedCatalog, relKey } from './prepared-catalog';
 import { codeOfColumns, codeOfType, codeOfTypeName } from './type-code';
+import { typeNameSchemas } from './type-uses';
 import { viewLineage } from './view-lineage';
 
 /** What a call of one function name may read. */
@@ -61,7 +62,7 @@ export interface FunctionReads {
    * resolves (red team rt43b F2). Their definitions there must still be the scanned
    * ones (`SqlAnalysisOk.resolvedNames.qualifiedFunctions`/`qualifiedOperators`), sorted by schema then name.
    */
-  lookups: { functions: RelationName[]; operators: RelationName[] };
+  lookups: { functions: RelationName[]; operators: RelationName[]; types?: RelationName[] };
 }
 
 /** Most distinct functions followed from one call; beyond it the call is opaque. */
@@ -74,7 +75,7 @@ interface Direct {
   opaque: string | null;
   securityDefiner: boolean;
   /** Function (`f`) and operator (`o`) names its string body looks up, as `fnKey(schema, name)` (see `FunctionReads.lookups`). */
-  lookups: { f: Set<string>; o: Set<string> };
+  lookups: { f: Set<string>; o: Set<string>; t: Set<string> };
 }
 
 const directCache = new WeakMap<PreparedCatalog, Map<string, Direct>>();
@@ -101,6 +102,7 @@ export function functionReads(cat: PreparedCatalog, schema: string, name: string
   let securityDefiner = false;
   const lookF = new Set<string>();
   const lookO = new Set<string>();
+  const lookT = new Set<string>();
   const seen = new Set<string>([key]);
   const queue = [key];
   while (queue.length && opaque === null) {
@@ -115,6 +117,7 @@ export function functionReads(cat: PreparedCatalog, schema: string, name: string
     for (const [rk, r] of d.relations) relations.set(rk, r);
     for (const l of d.lookups.f) lookF.add(l);
     for (const l of d.lookups.o) lookO.add(l);
+    for (const l of d.lookups.t) lookT.add(l);
     for (const c of d.calls) {
       if (seen.has(c)) continue;
       seen.add(c);
@@ -130,7 +133,7 @@ export function functionReads(cat: PreparedCatalog, schema: string, name: string
     opaque,
     securityDefiner,
     functions: [...seen].sort().map(splitKey),
-    lookups: { functions: [...lookF].sort().map(splitKey), operators: [...lookO].sort().map(splitKey) },
+    lookups: { functions: [...lookF].sort().map(splitKey), operators: [...lookO].sort().map(splitKey), ...(lookT.size ? { types: [...lookT].sort().map(splitKey) } : {}) },
   };
   memo.set(key, out);
   return out;
@@ -148,7 +151,7 @@ function direct(cat: PreparedCatalog, k: string): Direct {
   if (!memo) directCache.set(cat, (memo = new Map()));
   const hit = memo.get(k);
   if (hit) return hit;
-  const d: Direct = { relations: new Map(), calls: new Set(), opaque: null, securityDefiner: false, lookups: { f: new Set(), o: new Set() } };
+  const d: Direct = { relations: new Map(), calls: new Set(), opaque: null, securityDefiner: false, lookups: { f: new Set(), o: new Set(), t: new Set() } };
   try {
     computeDirect(cat, k, d);
   } catch {
@@ -159,6 +162,7 @@ function direct(cat: PreparedCatalog, k: string): Direct {
     d.calls.clear();
     d.lookups.f.clear();
     d.lookups.o.clear();
+    d.lookups.t.clear();
   }
   memo.set(k, d);
   return d;
@@ -399,6 +403,11 @@ function stringBody(cat: PreparedCatalog, r: CatalogRoutine, d: Direct): boolean
   }
   for (const parts of casts) {
     const tname = parts[parts.length - 1];
+    // Its casts and domain constraints are found by oid when the body runs: compared by the type guard (task hcast).
+    for (const p of paths) {
+      const eff = p.includes('pg_catalog') ? p : ['pg_catalog', ...p];
+      for (const s of typeNameSchemas(cat, parts, eff, BUILTIN_SCHEMAS)) d.lookups.t.add(fnKey(s, tname));
+    }
     const unsafe = cat.unsafeTypes.get(tname);
     if (unsafe && (parts.length === 1 || unsafe.includes(parts[0]))) return !(d.opaque = `casts to type ${tname}, whose input runs user code`);
     if (!addCalls(cat, d, codeOfTypeName(cat, parts, anyPath))) return false;

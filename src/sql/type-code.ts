@@ -114,10 +114,12 @@ export function alwaysCode(cat: PreparedCatalog): readonly RelationName[] {
  * since issue 22 records (`routines`, `serverVersionNum`, `columnTypes`, `operatorResolution`); a
  * hand-built catalogue with none of them is not a scan and is left alone. A scan without
  * `compositeTypes` (before task hs) is stale too: its functions lack `resultRowTypes`, so a result
- * built from a relation's live columns would go unguarded.
+ * built from a relation's live columns would go unguarded. A scan without `castVersions` (before
+ * task hcast's type guard) is stale too: a cast or domain constraint created since would go unseen.
  */
 export function lacksTypeFacts(catalog: SourceCatalog): boolean {
   // Task hs: a scan without the composite types predates the functions' result row types.
-  if (catalog.typeCode !== undefined && catalog.compositeTypes !== undefined) return false;
+  // Task hcast: a scan without the casts' and domain constraints' versions cannot be guarded for them.
+  if (catalog.typeCode !== undefined && catalog.compositeTypes !== undefined && catalog.castVersions !== undefined) return false;
   return catalog.routines !== undefined || catalog.serverVersionNum !== undefined || catalog.columnTypes !== undefined || catalog.operatorResolution !== undefined;
 }

@@ -193,6 +193,24 @@ export interface SqlAnalysisOk {
    */
   rowShapes?: Array<{ schema: string; name: string }>;
   /**
+   * The types outside `pg_catalog` the statement involves (task hcast; red team rt43b F1, F3):
+   * PostgreSQL finds a cast (pg_cast, by source and target oid) and a domain's constraints
+   * (pg_constraint) by the type's oid, not by a name, so one created after the scan (by the type's
+   * owner) would run unseen. `oids`: the types of the columns read or written (for a view, of every
+   * column of it and of the relations behind it), of the columns of the relations the user functions
+   * it may run read, those functions' parameter, result and body types (`CatalogRoutine.depends.types`),
+   * each with the types it is built on (domain bases, array elements; `SourceCatalog.columnTypes`),
+   * built-in ones (oid < 16384) left out, sorted. `names` (sorted by schema, then name): type names
+   * the statement or a string body it may run names (casts, `CAST`, column definition lists), each
+   * with every schema outside `pg_catalog` it may resolve from (unqualified: the path's schemas before
+   * the first system schema holding a type of that name), and the row types of `rowShapes`. The read
+   * checks on the server, right before the statement, that the casts from and to each (and, by name,
+   * its domain bases and array elements) and its domain constraints are the scanned ones
+   * (src/sources/postgres/type-guard.ts, `SourceCatalog.castVersions`); a difference refuses it
+   * `catalog_stale`. Absent when none: no check is sent.
+   */
+  typeUses?: { oids: number[]; names: Array<{ schema: string; name: string }> };
+  /**
    * The function and operator names PostgreSQL looks up when it runs the statement (tasks hg1,
    * hg2), each once: every called function name and every operator name, implicit ones included
    * (`=` of IN, simple CASE, NULLIF, IS DISTINCT FROM and JOIN USING; `>=`/`<=` of BETWEEN; `~~` of

@@ -338,6 +338,16 @@ SELECT
      LEFT JOIN pg_catalog.pg_namespace fn ON fn.oid = f.pronamespace
      WHERE n.nspname NOT IN ('pg_catalog', 'information_schema') AND n.nspname NOT LIKE 'pg\\_temp\\_%') AS operator_code
   ,current_user::text AS reader_role
+  -- Code PostgreSQL finds by a type's oid (task hcast; red team rt43b F1, F3): the row versions of
+  -- every cast from or to a type outside pg_catalog (oid >= 16384, FirstNormalObjectId) and of every
+  -- domain constraint, per type ('c'/'d' oid:xmin, sorted bytewise). What the type guard
+  -- (type-guard.ts) compares; the same text it computes on the server.
+  ,(SELECT coalesce(json_agg(json_build_array(v.t::int8, v.vs) ORDER BY v.t), '[]'::json)
+     FROM (SELECT e.t, pg_catalog.string_agg(e.e, ',' ORDER BY e.e COLLATE "C") AS vs
+           FROM (SELECT k.castsource AS t, 'c' || k.oid::text || ':' || k.xmin::text AS e FROM pg_catalog.pg_cast k
+                 UNION SELECT k.casttarget, 'c' || k.oid::text || ':' || k.xmin::text FROM pg_catalog.pg_cast k
+                 UNION SELECT c.contypid, 'd' || c.oid::text || ':' || c.xmin::text FROM pg_catalog.pg_constraint c WHERE c.contypid <> 0) e
+           WHERE e.t >= 16384::oid GROUP BY e.t) v) AS cast_versions
   -- Stand-alone composite types (CREATE TYPE … AS (…); relkind c) with their attributes, as
   -- relations' columns are recorded: what the shape guard expects of a function result of such a
   -- type (task hs; ALTER TYPE … ADD ATTRIBUTE changes it).
@@ -432,6 +442,8 @@ interface ScanRow {
   /** a: [type oid, schema, name, function schema, function name, always]; e: [child oid, child schema, child name, parent oid]. */
   type_code: { a: Array<[number, string, string, string, string, boolean]>; e: Array<[number, string, string, number]> };
   reader_role: string;
+  /** [type oid, versions] (task hcast; `SourceCatalog.castVersions`). */
+  cast_versions: Array<[number, string]>;
 }
 
 /** One scanned column: name and type, plus nullability, default, identity and generation when the scan reported them. */
@@ -530,6 +542,8 @@ function isPool(client: pg.ClientBase | pg.Pool): client is pg.Pool {
  *   owner and body (`prosrc` of a LANGUAGE sql string body; `pg_depend` records of a SQL-standard
  *   body); the implementing function and row version (`oid:xmin`, task hg1) of every user operator; the scanning role's name (see
  *   `CatalogRoutine`; src/sql/function-reads.ts decides what a call may read from them).
+ * - `castVersions` (task hcast): the row versions of the casts and domain constraints of every type
+ *   outside `pg_catalog` that has any, per type oid (see `SourceCatalog.castVersions`).
  * - `searchPath`: `current_schemas(false)` for the connection's role.
  * - `serverVersionNum`: `server_version_num` (e.g. 150004, 180004).
  * - `columnTypes`: the columns' types and the types they are built on (see `SourceCatalog`); each
@@ -611,6 +625,7 @@ export async function scanCatalog(
     routines: row.routines.map(routineOf),
     operatorCode: row.operator_code,
     typeCode: typeCodeOf(row.type_code),
+    castVersions: row.cast_versions.map(([t, v]) => [Number(t), v] as [number, string]),
     compositeTypes: row.composite_types.map(([schema, name, cols]) => ({ schema, name, columns: cols.map(([n, t]) => ({ name: n, dataType: t })) })),
     readerRole: row.reader_role,
     scannedAt,

@@ -24,6 +24,7 @@ import { SourcePools, type PoolStats } from './pools';
 import type { ReadGuard, ReadOptions, ReadResult } from './portal-read';
 import { functionGuard, type GuardedNames } from './function-guard';
 import { withShapeGuard } from './shape-guard';
+import { type TypeUses, withTypeGuard } from './type-guard';
 import { runRead, type StatementContext } from './read';
 import { resolveSettings, tlsOptions, type PostgresSourceSettings, type Resolved } from './settings';
 import { encodeParams } from './wire';
@@ -227,10 +228,12 @@ export class PostgresSourceConnector {
    * A read guard (ReadOptions.functionGuard, tasks hf5, hg1) that lets the read's statement run only
    * while the functions and operators of every name its analysis `names` (`userFunctions`,
    * `resolvedNames`) looks up are the ones `catalog` recorded (function-guard.ts) and the relations
-   * `rowShapes` still have the scanned columns (shape-guard.ts, task hrt42); null for none.
+   * `rowShapes` still have the scanned columns (shape-guard.ts, task hrt42), and the casts and
+   * domain constraints of the types it involves (`names.typeUses`) are the scanned ones
+   * (type-guard.ts, task hcast); one statement, null for none.
    */
-  functionGuard(catalog: SourceCatalog, names: GuardedNames | undefined, rowShapes?: ReadonlyArray<{ schema: string; name: string }>): ReadGuard | null {
-    return withShapeGuard(catalog, functionGuard(catalog, names), rowShapes);
+  functionGuard(catalog: SourceCatalog, names: (GuardedNames & { typeUses?: TypeUses }) | undefined, rowShapes?: ReadonlyArray<{ schema: string; name: string }>): ReadGuard | null {
+    return withShapeGuard(catalog, withTypeGuard(catalog, functionGuard(catalog, names), names?.typeUses), rowShapes);
   }
 
   /**

@@ -48,9 +48,10 @@
  * function's string body resolves when it runs in a way the analysis does not follow (its function
  * calls, operators of A_Expr, sort and sub-link forms, `>=`/`<=` (`<`/`>`) of `[NOT] BETWEEN` (red
  * team rt43b F2) and the implicit `=` are checked in every schema of its path; other implicit
- * operators of the body are not); code PostgreSQL finds by oid, not by name: a cast WITH FUNCTION
- * or a domain CHECK created after the scan (red team rt43b F1, F3; pg_cast and pg_constraint are
- * not compared).
+ * operators of the body are not). Code PostgreSQL finds by oid, not by name — a cast WITH FUNCTION
+ * or a domain CHECK created after the scan (red team rt43b F1, F3) — is not compared here but by the
+ * type guard (type-guard.ts, task hcast), sent as one more part of the same guard statement
+ * (connector.ts `functionGuard`).
  */
 import type { SourceCatalog } from '../../sql/catalog-types';
 import type { ReadGuard } from './portal-read';

@@ -8,6 +8,6 @@
  */
 export { Refusal } from './nodes';
 export { WORK_BUDGET, workUsed } from './state';
-export { typeCodeRuns, viewUserFunctions } from './uses';
+export { typeCodeRuns, typeUses, viewUserFunctions } from './uses';
 export type { OutCol, QueryOut, WalkState } from './state';
 export { analyzeStatement, createWalkState, statementName } from './stmt';

@@ -9,6 +9,7 @@
  * `WalkState` collects the findings (reads, writes, functions, filters, non-output uses, counts,
  * view sources, parameters, cacheability) that `analyzeSql` (../analyze.ts) turns into the result.
  */
+import { guardsTypes } from '../type-uses';
 import { type ColumnRef, type Lin, lineageWork } from '../lineage';
 import { OperatorResolver } from '../operators';
 import type { PreparedCatalog, PreparedRelation } from '../prepared-catalog';
@@ -133,6 +134,12 @@ export interface WalkState {
   readonly userFunctions: Map<string, { schema: string; name: string }>;
   /** Relations whose whole row shape the statement depends on, keyed by `schema\u0000name` (see `SqlAnalysisOk.rowShapes`). */
   readonly rowShapes: Map<string, { schema: string; name: string }>;
+  /** Types outside `pg_catalog` the statement involves, by oid (see `SqlAnalysisOk.typeUses`). */
+  readonly typeOids: Set<number>;
+  /** Types the statement names, each `schema\u0000name` with every schema it may resolve from (see `SqlAnalysisOk.typeUses`). */
+  readonly typeNames: Map<string, { schema: string; name: string }>;
+  /** The catalogue is a scan whose statements the type guard checks (type-uses.ts `guardsTypes`): only then are types recorded. */
+  readonly guardsTypes: boolean;
   /** Function and operator names PostgreSQL looks up for the statement through the search path (see `SqlAnalysisOk.resolvedNames`). */
   readonly functionNames: Set<string>;
   readonly operatorNames: Set<string>;
@@ -188,6 +195,9 @@ export function newWalkState(cat: PreparedCatalog, budget: number, viewBody: boo
     functionReads: new Map(),
     userFunctions: new Map(),
     rowShapes: new Map(),
+    typeOids: new Set(),
+    typeNames: new Map(),
+    guardsTypes: guardsTypes(cat.source),
     functionNames: new Set(),
     operatorNames: new Set(),
     qualifiedFunctionNames: new Map(),

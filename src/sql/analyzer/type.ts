@@ -11,6 +11,7 @@ import { checkFields, hasOwn, type N, nodeType, q, Refusal, strings, strs } from
 import { SYSTEM_SCHEMAS } from './relation';
 import type { WalkState } from './state';
 import { codeOfTypeName } from '../type-code';
+import { typeNameSchemas } from '../type-uses';
 import { functionRead, readAll } from './uses';
 
 /** A type name (`TypeName`): refused when denied, unsafe (runs user code), unknown or sized over the limits; a relation row type reads the relation. */
@@ -35,6 +36,8 @@ export function typeName(st: WalkState, t: N | undefined): void {
   }
   // A cast to (or use of) a type runs its user casts and operator-class functions (task hcast).
   for (const f of codeOfTypeName(st.cat, names, st.cat.path)) functionRead(st, f.schema, f.name);
+  // Its casts and domain constraints are found by oid: compared by the type guard (task hcast).
+  if (st.guardsTypes) for (const s of typeNameSchemas(st.cat, names, st.cat.path, SYSTEM_SCHEMAS)) st.typeNames.set(s + '\u0000' + typeNameOnly, { schema: s, name: typeNameOnly });
   for (const m of t.typmods ?? []) {
     const mt = nodeType(m);
     if (mt !== 'A_Const' && mt !== 'ColumnRef') throw new Refusal('statement_not_allowed', 'unsupported type modifier');

@@ -8,6 +8,7 @@
  */
 import { type FunctionReads, functionReads } from '../function-reads';
 import { alwaysCode, codeOfColumns, hasTypeCode } from '../type-code';
+import { closeOver, columnTypeOids, routineTypeOids } from '../type-uses';
 import { viewLineage } from '../view-lineage';
 import { type ColumnRef, derive, isPlaceholder, type Lin, LIN_NONE } from '../lineage';
 import { type PreparedRelation, relKey } from '../prepared-catalog';
@@ -175,6 +176,7 @@ export function functionRead(st: WalkState, schema: string, name: string, operat
 function bodyLookups(st: WalkState, l: FunctionReads['lookups']): void {
   for (const f of l.functions) st.qualifiedFunctionNames.set(f.schema + '\u0000' + f.name, f);
   for (const o of l.operators) st.qualifiedOperatorNames.set(o.schema + '\u0000' + o.name, o);
+  for (const t of l.types ?? []) st.typeNames.set(t.schema + '\u0000' + t.name, t);
 }
 
 /**
@@ -220,4 +222,35 @@ export function typeCodeRuns(st: WalkState): void {
     for (const b of [...lin.views, ...lin.bases]) for (const f of codeOfColumns(st.cat, b.schema, b.name)) functionRead(st, f.schema, f.name);
   }
   for (const w of st.writes) for (const f of codeOfColumns(st.cat, w.schema, w.table, w.columns)) functionRead(st, f.schema, f.name);
+}
+
+/**
+ * The types outside `pg_catalog` the statement involves (task hcast, `SqlAnalysisOk.typeUses`;
+ * src/sql/type-uses.ts): besides the type names `typeName` and string bodies recorded, the types of
+ * every column read or written (for a view, of all its columns and of every relation behind it),
+ * of every column of the relations the user functions it may run read, those functions' parameter,
+ * result and body types, each with the types it is built on; and the row types of `rowShapes` (by
+ * name: a relation's row type has its name). Called once the walk is done, after
+ * `viewUserFunctions`.
+ */
+export function typeUses(st: WalkState): void {
+  if (!st.guardsTypes) {
+    st.typeNames.clear();
+    return;
+  }
+  const add = (oids: Iterable<number>): void => {
+    for (const t of oids) closeOver(st.cat, t, st.typeOids);
+  };
+  for (const { rel, cols } of st.reads.values()) {
+    const view = rel.kind === 'view' || rel.kind === 'materialized_view';
+    add(columnTypeOids(st.cat, rel.schema, rel.name, view ? undefined : cols));
+    if (!view) continue;
+    const lin = viewLineage(st.cat.source, rel.schema, rel.name);
+    for (const b of [...lin.views, ...lin.bases]) add(columnTypeOids(st.cat, b.schema, b.name));
+  }
+  for (const w of st.writes) add(columnTypeOids(st.cat, w.schema, w.table, w.columns));
+  for (const r of st.functionReads.values()) for (const x of r.relations) add(columnTypeOids(st.cat, x.schema, x.table));
+  for (const f of st.userFunctions.values()) add(routineTypeOids(st.cat, f.schema, f.name));
+  for (const r of st.rowShapes.values()) st.typeNames.set(r.schema + '\u0000' + r.name, { schema: r.schema, name: r.name });
+  charge(st, st.typeOids.size + st.typeNames.size);
 }

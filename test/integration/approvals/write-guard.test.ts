@@ -8,7 +8,9 @@
  * the two steps of approveAndExecute), or an operator created after the scan that would win the
  * write's `=`, stops the write: nothing is written, the approval ends failed `catalog_stale` with an
  * operator-side cause, the agent reads the code through interlock_approval_status, and the source is
- * rescanned, so a requeued approval is analysed and approved against the new definitions.
+ * rescanned, so a requeued approval is analysed and approved against the new definitions. Task
+ * hcast: the same guard statement compares the casts and domain constraints of the types the write
+ * involves (src/sources/postgres/type-guard.ts).
  */
 import { startGovernedEnv, callTool, sourceQuery, type GovernedEnv } from '../../helpers/governed';
 import { approveAndExecute } from '../../../src/approvals/execute';
@@ -34,6 +36,7 @@ beforeAll(async () => {
   await sourceQuery(
     env,
     `CREATE FUNCTION public.hw_norm(t varchar) RETURNS varchar LANGUAGE sql IMMUTABLE AS $$ SELECT upper(t) $$;
+     CREATE DOMAIN public.hw_tag AS varchar;
      INSERT INTO playlist (playlist_id, name) VALUES (9301, 'hw one'), (9302, 'hw two'), (9303, 'hw three'), (9304, 'hw four'), (9305, 'hw five');`,
   );
   await scanSource(env.db, env.demo.sourceId);
@@ -176,4 +179,22 @@ test("(4) approved through the gateway's admin API with a snapshot older than a 
   expect((await loadCatalog(env.db, env.demo.sourceId))!.routines!.find((x) => x.name === 'hw_norm')!.version).toBe(await normVersion());
   const status = await callTool(env, 'interlock_approval_status', { approval_id: id }, env.apiKey);
   expect(sc(status).outcome).toEqual({ error_code: 'catalog_stale', message: failureMessage('catalog_stale') });
+});
+
+test('(5) task hcast: a domain CHECK added after the scan to a type the write casts to: failed catalog_stale, nothing written', async () => {
+  const id = await queue("UPDATE playlist SET name = ('hw tagged'::hw_tag)::varchar WHERE playlist_id = 9303");
+  const before = await names();
+  await sourceQuery(env, "ALTER DOMAIN public.hw_tag ADD CONSTRAINT hw_c CHECK (VALUE <> 'hw tagged')");
+  try {
+    // Without the type guard the write runs and fails on the new CHECK (23514), an upstream failure.
+    const done = await approveAndExecute(env.db, id, { operator: 'ops-hw' });
+    expect(done).toEqual({ approvalId: id, state: 'failed', errorCode: 'catalog_stale', failure: staleCatalogCause(true) });
+    expect(await names()).toEqual(before);
+    // The rescan recorded the constraint's version.
+    const after = await loadCatalog(env.db, env.demo.sourceId);
+    const [tag] = await sourceQuery<{ o: string }>(env, "SELECT 'public.hw_tag'::regtype::oid::text AS o");
+    expect((after!.castVersions ?? []).find((v) => String(v[0]) === tag!.o)?.[1]).toMatch(/^d[0-9]+:[0-9]+$/);
+  } finally {
+    await sourceQuery(env, 'ALTER DOMAIN public.hw_tag DROP CONSTRAINT hw_c');
+  }
 });

@@ -5,7 +5,8 @@
  * The question: can a read run a function or operator the scan did not see (or not the scanned
  * version) without the guard tripping, now that off-path schemas are ignored?
  *
- * Findings (test.failing with the secure expectation):
+ * Findings (F1 and F3 were test.failing with the secure expectation; fixed by task hcast: the type
+ * guard, src/sources/postgres/type-guard.ts, compares pg_cast and pg_constraint per involved type):
  *  F1 (high) a cast WITH FUNCTION created after the scan (`CREATE CAST (scratch.mood AS text) WITH
  *     FUNCTION scratch.leak(scratch.mood)`) by the owner of a column's type, the function off the
  *     reader's path and never named: `mood::text` runs it by pg_cast oid, as the reader, and a
@@ -41,6 +42,17 @@ let insider: pg.Client;
 const outcome = (sql: string): Promise<unknown> => queryOutcome(env, sql);
 const settled = (sql: string): Promise<unknown> => settledOutcome(env, sql);
 
+/** `sql` answers catalog_stale, then (the gateway rescans on its own) the answer on the new snapshot; polls at most 200 × 50 ms. */
+async function afterRescan(sql: string): Promise<unknown> {
+  expect(await outcome(sql)).toEqual(STALE);
+  for (let i = 0; i < 200; i++) {
+    const o = await outcome(sql);
+    if ((o as { code?: string }).code !== 'catalog_stale') return o;
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  throw new Error(`still catalog_stale: ${sql}`);
+}
+
 beforeAll(async () => {
   env = await startGovernedEnv({ config: { rate_limits: { per_identity: { points: 100000, window_seconds: 60 }, per_source: { points: 100000, window_seconds: 60 } } } });
   // An insider with CREATE on schema scratch only (off the reader's path); it owns type scratch.mood,
@@ -71,19 +83,41 @@ test('the denied column is denied (baseline)', async () => {
   expect(await settled('SELECT mood::text AS m0 FROM names')).toEqual([{ m0: 'calm' }]);
 });
 
-test.failing('F1 (high): a cast WITH FUNCTION created after the scan by the type\'s owner runs, by pg_cast oid, and returns a denied SSN', async () => {
+test('F1 (high, fixed by task hcast): a cast WITH FUNCTION created after the scan by the type\'s owner trips the type guard; after the rescan the cast is refused as its function would be', async () => {
   expect(await settled('SELECT mood::text AS m1 FROM names')).toEqual([{ m1: 'calm' }]);
   await insider.query(`
     CREATE FUNCTION scratch.leak(scratch.mood) RETURNS text LANGUAGE sql STABLE AS $$ SELECT ssn FROM public.staff LIMIT 1 $$;
     CREATE CAST (scratch.mood AS text) WITH FUNCTION scratch.leak(scratch.mood)`);
   let got: unknown;
+  let after: unknown;
+  let call: unknown;
   try {
     got = await outcome('SELECT mood::text AS m2 FROM names');
+    // The rescan saw the cast: type-code.ts attaches scratch.leak to mood, which reads staff (ssn denied).
+    after = await afterRescan('SELECT mood::text AS m3 FROM names');
+    call = await outcome('SELECT scratch.leak(mood) AS m4 FROM names');
   } finally {
     await insider.query('DROP CAST (scratch.mood AS text); DROP FUNCTION scratch.leak(scratch.mood)');
   }
-  // Seen: [{ m2: '078-05-1120' }] — the denied SSN, no catalog_stale, no rescan.
+  // Seen before task hcast: [{ m2: '078-05-1120' }] — the denied SSN, no catalog_stale, no rescan.
   expect(got).toEqual(STALE);
+  expect(call).toEqual({ code: 'source_role_denied' });
+  expect(after).toEqual(call);
+});
+
+test('F1: the same cast created for a type the statement does not involve does not trip it', async () => {
+  await insider.query("CREATE TYPE scratch.other AS ENUM ('x')");
+  try {
+    expect(await settled('SELECT mood::text AS k0, n AS k1 FROM names')).toEqual([{ k0: 'calm', k1: 'Ada' }]);
+    await insider.query(`
+      CREATE FUNCTION scratch.leak2(scratch.other) RETURNS text LANGUAGE sql STABLE AS $$ SELECT ssn FROM public.staff LIMIT 1 $$;
+      CREATE CAST (scratch.other AS text) WITH FUNCTION scratch.leak2(scratch.other)`);
+    expect(await outcome('SELECT mood::text AS k2, n AS k3 FROM names')).toEqual([{ k2: 'calm', k3: 'Ada' }]);
+    // …but a statement naming that type does.
+    expect(await outcome("SELECT 'x'::scratch.other::text AS k4")).toEqual(STALE);
+  } finally {
+    await insider.query('DROP TYPE scratch.other CASCADE');
+  }
 });
 
 test('F2 (high, fixed here): a string body\'s BETWEEN resolves `>=`/`<=`, which the guard never compares: public.>=(varchar, varchar) created after the scan runs', async () => {
@@ -102,17 +136,21 @@ test('F2 (high, fixed here): a string body\'s BETWEEN resolves `>=`/`<=`, which 
   expect(got).toEqual(STALE);
 });
 
-test.failing('F3 (low): a domain CHECK added after the scan runs its function on a cast to the domain, unchecked', async () => {
+test('F3 (low, fixed by task hcast): a domain CHECK added after the scan trips the type guard; after the rescan the cast to the domain is refused', async () => {
   expect(await settled('SELECT n::scratch.tag AS d0 FROM names')).toEqual([{ d0: 'Ada' }]);
   await insider.query('ALTER DOMAIN scratch.tag ADD CONSTRAINT c CHECK (scratch.nope(VALUE))');
   let got: unknown;
+  let after: unknown;
   try {
     got = await outcome('SELECT n::scratch.tag AS d1 FROM names');
+    // The rescan records the CHECK: the domain is an unsafe type, refused in a cast.
+    after = await afterRescan('SELECT n::scratch.tag AS d2 FROM names');
   } finally {
     await insider.query('ALTER DOMAIN scratch.tag DROP CONSTRAINT c');
   }
-  // Seen: a statement failure (23514 from the new CHECK), not catalog_stale.
+  // Seen before task hcast: a statement failure (23514 from the new CHECK), not catalog_stale.
   expect(got).toEqual(STALE);
+  expect(after).toEqual({ code: 'function_not_allowed' });
 });
 
 test('H1: a "$user" schema created after the scan is not on the pinned path: its lower(varchar) never runs', async () => {
