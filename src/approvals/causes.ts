@@ -77,7 +77,7 @@ export function staleCatalogCause(rescan?: boolean): ApprovalFailureCause {
   const after = rescan === undefined ? 'the source is being rescanned' : rescan ? 'the source was rescanned' : 'the source could not be rescanned (see the log; run interlock source scan)';
   return {
     message:
-      'checked in the write\'s transaction right before the statement: a function or operator of a name the write looks up (or a user function it runs) was created, replaced, altered, renamed, moved or dropped on the source, or a relation whose whole rows it uses changed its columns, since the catalogue this approval was analysed with was scanned, so the code that would have run is not the code that was reviewed. ' +
+      'checked in the write\'s transaction right before the statement: a function or operator of a name the write looks up (or a user function it runs) was created, replaced, altered, renamed, moved or dropped on the source, or a relation whose whole rows it uses changed its columns, or a relation it writes changed the code its writes run (triggers and their functions, rules, row-level security and policies, defaults, generated columns, constraints, indexes, partitions, column types and domains), since the catalogue this approval was analysed with was scanned, so the code that would have run is not the code that was reviewed. ' +
       `Nothing was written (rolled back); ${after}. Review the write against the new definitions and, to run it, requeue it (interlock approval requeue) and approve it again.`,
   };
 }

@@ -32,6 +32,8 @@ import type { RelationName, SourceCatalog } from '../sql/catalog-types';
 import type { WriteAccess } from '../sql/types';
 import { relKey } from '../sql/prepared-catalog';
 import { viewLineage } from '../sql/view-lineage';
+import { referentialReach } from '../sql/referential-reach';
+import { catalogHierarchy } from '../sql/hierarchy';
 import type { PostgresSourceSettings } from '../sources/postgres/connector';
 import { CACHE_CHANNEL } from '../pipeline/cache';
 import { cutText } from '../errors/cut-text';
@@ -117,7 +119,8 @@ async function withLiveViewMapping<T extends { writes: WriteAccess[] }>(analysis
  * What a re-check that allows the write returns: the row-rule plan (null: none), the scanned lookup
  * path, and the write's guard (task hw): the function and shape guards of its analysis against the
  * catalogue it was analysed with (QueryConnector.functionGuard; null when it looks up no function
- * or operator name and uses no whole row, or the connector has none), run in the write's
+ * or operator name and uses no whole row, or the connector has none), joined with the write-hook
+ * guard of every relation it touches (QueryConnector.hookGuard, task hhook), run in the write's
  * transaction right before the statement.
  */
 interface RecheckAllowed {
@@ -176,7 +179,12 @@ async function recheck(db: ControlDb, a: ApprovalRecord, now: Date, connectorFor
   // The functions, operators, whole-row shapes and types' casts and domain constraints this analysis
   // assumed, as this catalogue recorded them: checked again in the write's own transaction right
   // before it runs (tasks hw, hcast).
-  const guard = connector.functionGuard?.(catalog, analysis, analysis.rowShapes) ?? null;
+  const fnGuard = connector.functionGuard?.(catalog, analysis, analysis.rowShapes) ?? null;
+  // And the code each relation the write touches runs on a write (triggers, rules, policies,
+  // defaults, generated columns, constraints, indexes, domains: task hhook), as scanned: a hook
+  // attached since the review is never run as the writer. Every relation the walk meets, past hooks.
+  const touched = referentialReach(catalog, catalogHierarchy(catalog), analysis.writes, { pastHooks: true });
+  const guard = connector.hookGuard ? connector.hookGuard(catalog, fnGuard, touched.touched, touched.unknown !== null) : fnGuard;
   if (!hasAnyRowRules(evaluator, a.sourceId, policyRows)) return { denied: null, plan: null, searchPath: scanned.searchPath, guard };
   // Planned on the catalogue's tree: a tree that changed since the scan could hide a parent's rule.
   if (hier.changed) return no('row_rule_unenforceable');
@@ -311,7 +319,7 @@ export async function approveAndExecute(db: ControlDb, approvalId: string, opts:
     if (r.code === 'catalog_stale') {
       // Task hw: what the write would run is not what was analysed and reviewed; nothing was written.
       // Never retried: the reviewer saw the old definitions, so it runs only once approved again.
-      opts.logger?.warn({ approvalId, source_id: a.sourceId }, 'an approved write was not run: a function or operator it looks up, or a relation whose whole rows it uses, changed on the source since the catalogue it was analysed with was scanned (catalog_stale); nothing was written, the source is rescanned, and the write must be requeued and approved again');
+      opts.logger?.warn({ approvalId, source_id: a.sourceId }, 'an approved write was not run: a function or operator it looks up, a relation whose whole rows it uses, or the code a relation it writes runs on a write (triggers, rules, policies, defaults, …), changed on the source since the catalogue it was analysed with was scanned (catalog_stale); nothing was written, the source is rescanned, and the write must be requeued and approved again');
       const rescan = Promise.resolve().then(() => (opts.onCatalogStale ? opts.onCatalogStale({ sourceId: a.sourceId, approvalId }) : scanSource(db, a.sourceId).then(() => undefined)));
       const rescanned = await rescan.then(
         () => true,

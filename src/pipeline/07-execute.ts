@@ -58,6 +58,13 @@ export interface QueryConnector {
     rowShapes?: ReadonlyArray<{ schema: string; name: string }>,
   ): { text: string; values: string[] } | null;
   /**
+   * An approved write's guard (task hhook; src/sources/postgres/hook-guard.ts): `guard` followed by
+   * a check, in the write's transaction right before its statement, that each of `relations` (all
+   * the write touches) still runs on a write the code the catalogue scan recorded
+   * (`CatalogRelation.hookVersion`); `incomplete` makes it always trip. Test doubles may lack it.
+   */
+  hookGuard?(catalog: SourceCatalog, guard: { text: string; values: string[] } | null, relations: readonly RelationName[], incomplete?: boolean): { text: string; values: string[] } | null;
+  /**
    * A guard for `read` that proves, in the read's own round trip, that `relations` still stand alone
    * (no partition or inheritance parent or child); when it cannot, the statement is not run and
    * the read resolves with `guardTripped` (issue 23, bench 01; src/sources/postgres/hierarchy.ts).

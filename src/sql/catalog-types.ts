@@ -70,6 +70,15 @@ export interface CatalogRelation {
    * in snapshots scanned before it existed: unknown.
    */
   writeHooks?: { triggers: boolean; rules: boolean };
+  /**
+   * Task hhook: the fingerprint of the code a write of this relation runs when scanned (its
+   * triggers and their functions, rewrite rules, row-level security and policies, defaults and
+   * generated expressions, constraints, indexes, children, columns' types and the domains they
+   * reach; src/sources/postgres/hook-guard.ts writeHooksSql). An approved write compares it with the
+   * server's right before its statement, for every relation it touches. Opaque. Absent in snapshots
+   * scanned before it existed: such a write fails `catalog_stale` and the source is rescanned.
+   */
+  hookVersion?: string;
 }
 
 /** A referential action of a foreign key, from `pg_constraint.confdeltype`/`confupdtype`. */

@@ -58,6 +58,14 @@ export interface ReferentialReach {
   rules: string | null;
   /** The first relation whose keys or hooks the catalogue does not record. */
   unknown: string | null;
+  /**
+   * Every relation the walk met, each once, first met first: the targets, the views on a target's
+   * path and their base relations, the descendants of each relation written and the relations
+   * reached (task hhook: an approved write's guard compares the code each runs on a write with the
+   * scan's, src/sources/postgres/hook-guard.ts). Complete only when `unknown` is null and the walk
+   * went past hooks (`opts.pastHooks`).
+   */
+  touched: RelationName[];
 }
 
 const ACTION_SQL: Record<string, string> = { cascade: 'CASCADE', set_null: 'SET NULL', set_default: 'SET DEFAULT' };
@@ -71,7 +79,7 @@ const ACTION_SQL: Record<string, string> = { cascade: 'CASCADE', set_null: 'SET 
  */
 export function referentialReach(catalog: SourceCatalog, hierarchy: RelationHierarchy, writes: readonly Pick<WriteAccess, 'schema' | 'table' | 'operation' | 'columns' | 'baseColumns'>[], opts: { pastHooks?: boolean } = {}): ReferentialReach {
   const rels = new Map(catalog.relations.map((r) => [relKey(r.schema, r.name), r]));
-  const out: ReferentialReach = { reached: [], hooks: null, rules: null, unknown: null };
+  const out: ReferentialReach = { reached: [], hooks: null, rules: null, unknown: null, touched: [] };
   const reachedKeys = new Map<string, ReachedRelation>();
   // Per relation: deleted already followed, updated columns already followed, hooks checked.
   const deleted = new Set<string>();
@@ -86,6 +94,7 @@ export function referentialReach(catalog: SourceCatalog, hierarchy: RelationHier
     const k = relKey(r.schema, r.name);
     if (checked.has(k)) return true;
     checked.add(k);
+    out.touched.push({ schema: r.schema, name: r.name });
     const rel = rels.get(k);
     if (!rel || !rel.writeHooks || (!rel.referencedBy && rel.kind !== 'view' && rel.kind !== 'materialized_view')) {
       out.unknown = `${r.schema}.${r.name}`;

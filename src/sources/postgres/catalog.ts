@@ -18,6 +18,7 @@ import type {
   SourceCatalog,
   Volatility,
 } from '../../sql/catalog-types';
+import { writeHooksSql } from './hook-guard';
 
 export type { SourceCatalog } from '../../sql/catalog-types';
 
@@ -242,7 +243,10 @@ SELECT
       'fk', coalesce(fr.j, '[]'::json),
       'h', json_build_array(
             EXISTS (SELECT 1 FROM pg_catalog.pg_trigger tg WHERE tg.tgrelid = r.oid AND NOT tg.tgisinternal),
-            EXISTS (SELECT 1 FROM pg_catalog.pg_rewrite rw WHERE rw.ev_class = r.oid AND rw.rulename <> '_RETURN'))
+            EXISTS (SELECT 1 FROM pg_catalog.pg_rewrite rw WHERE rw.ev_class = r.oid AND rw.rulename <> '_RETURN')),
+      -- Task hhook: the code its writes run, as one fingerprint (hook-guard.ts writeHooksSql; the
+      -- approved write's guard recomputes it with the same expression).
+      'hv', ${writeHooksSql('r.oid')}
     ) ORDER BY r.s, r.n), '[]'::json) FROM rels r LEFT JOIN fk_refs fr ON fr.oid = r.oid) AS relations,
   (SELECT coalesce(json_agg(json_build_array(f.s, f.n, f.v, f.rs, f.oc, f.rr) ORDER BY f.s, f.n), '[]'::json) FROM (
      SELECT s, n,
@@ -421,7 +425,7 @@ SELECT
 
 interface ScanRow {
   /** d: view definition (views and materialized views); c: [name, format_type, nullable, default expression, attidentity ('a'|'d'), attgenerated ('s'), atttypid, a generated column's input columns]; x: [contype ('p'|'u'), columns]. */
-  relations: Array<{ s: string; n: string; k: string; ip?: boolean; p?: Array<[string, string]>; a?: Array<[string, string]>; d: string | null; vr?: Array<[string, string, string]> | null; vu?: string[] | null; vo?: [boolean, boolean] | null; c: Array<[string, string, boolean?, (string | null)?, (string | null)?, (string | null)?, number?, (string[] | null)?]>; x?: Array<[string, string[] | null]>; fk?: Array<[string, string, string, string, string[] | null, string[] | null, boolean?]>; h?: [boolean, boolean] }>;
+  relations: Array<{ s: string; n: string; k: string; ip?: boolean; p?: Array<[string, string]>; a?: Array<[string, string]>; d: string | null; vr?: Array<[string, string, string]> | null; vu?: string[] | null; vo?: [boolean, boolean] | null; c: Array<[string, string, boolean?, (string | null)?, (string | null)?, (string | null)?, number?, (string[] | null)?]>; x?: Array<[string, string[] | null]>; fk?: Array<[string, string, string, string, string[] | null, string[] | null, boolean?]>; h?: [boolean, boolean]; hv?: string }>;
   /** [schema, name, provolatile, returns a set, out columns (JSON text), result row types [[schema, name]] | null]. */
   functions: Array<[string, string, string, boolean, string | null, Array<[string, string]> | null]>;
   /** [schema, name, [[attribute, format_type]]] of every stand-alone composite type. */
@@ -532,7 +536,8 @@ function isPool(client: pg.ClientBase | pg.Pool): client is pg.Pool {
  *   Every relation records whether it is a partition, its direct `parents` and all its `ancestors`
  *   from `pg_inherits` (partition trees of any depth, default partitions, inheritance; issue 22 item 1),
  *   the foreign keys referencing it with a writing action (`referencedBy`) and whether user triggers
- *   or rules run on its writes (`writeHooks`; issue 27, see `CatalogRelation`).
+ *   or rules run on its writes (`writeHooks`; issue 27, see `CatalogRelation`), and the fingerprint
+ *   of the code its writes run (`hookVersion`; task hhook, hook-guard.ts).
  * - `functions`: every function/aggregate/window function of every schema, `pg_catalog` included,
  *   overloads folded per name (most volatile `provolatile` wins; see `CatalogFunction`).
  * - `operators`, `systemRelations`, `unsafeTypes`, `types`, `operatorResolution`: see `SourceCatalog`. Aggregates get the volatility
@@ -596,6 +601,7 @@ export async function scanCatalog(
     ancestors: (r.a ?? []).map(([schema, name]) => ({ schema, name })),
     ...(Array.isArray(r.fk) ? { referencedBy: r.fk.map(referencingKeyOf) } : {}),
     ...(Array.isArray(r.h) ? { writeHooks: { triggers: r.h[0] === true, rules: r.h[1] === true } } : {}),
+    ...(typeof r.hv === 'string' ? { hookVersion: r.hv } : {}),
   }));
   const functions: CatalogFunction[] = row.functions.map(([schema, name, v, rs, oc, rr]) => {
     const f: CatalogFunction = { schema, name, volatility: VOLATILITY[v] ?? 'volatile', returnsSet: rs };

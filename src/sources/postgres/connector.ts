@@ -25,6 +25,7 @@ import type { ReadGuard, ReadOptions, ReadResult } from './portal-read';
 import { functionGuard, type GuardedNames } from './function-guard';
 import { withShapeGuard } from './shape-guard';
 import { type TypeUses, withTypeGuard } from './type-guard';
+import { withHookGuard } from './hook-guard';
 import { runRead, type StatementContext } from './read';
 import { resolveSettings, tlsOptions, type PostgresSourceSettings, type Resolved } from './settings';
 import { encodeParams } from './wire';
@@ -234,6 +235,19 @@ export class PostgresSourceConnector {
    */
   functionGuard(catalog: SourceCatalog, names: (GuardedNames & { typeUses?: TypeUses }) | undefined, rowShapes?: ReadonlyArray<{ schema: string; name: string }>): ReadGuard | null {
     return withShapeGuard(catalog, withTypeGuard(catalog, functionGuard(catalog, names), names?.typeUses), rowShapes);
+  }
+
+  /**
+   * An approved write's guard (task hhook): `guard` (its function and shape guards, or null)
+   * followed by the write-hook guard of `relations` (hook-guard.ts: every relation the write
+   * touches, src/sql/referential-reach.ts `touched`), which lets the statement run only while each
+   * has the scanned fingerprint of the code its writes run (`CatalogRelation.hookVersion`: triggers
+   * and their functions, rules, row-level security, defaults, generated expressions, constraints,
+   * indexes, children, column domains). `incomplete`: the walk met a relation the catalogue does not
+   * record; the guard then always trips. `guard` itself when `relations` is empty and complete.
+   */
+  hookGuard(catalog: SourceCatalog, guard: ReadGuard | null, relations: readonly RelationName[], incomplete = false): ReadGuard | null {
+    return withHookGuard(catalog, guard, relations, incomplete);
   }
 
   /**

@@ -10,7 +10,9 @@
  * guard does not check (it checks functions and operators by the names the statement looks up, and
  * whole-row shapes, not what the table runs on a write). Every hook here records `current_user` in
  * rt43_evidence (writable by PUBLIC), so a row there proves unreviewed code ran as the writer.
- * Findings not fixed are `test.failing` with the secure outcome: the approval fails `catalog_stale`
+ * A1–A5, A8 and A10 are fixed by task hhook (src/sources/postgres/hook-guard.ts: the write-hook
+ * fingerprint of every relation the write touches is compared in its transaction); they were
+ * `test.failing` before. Findings not fixed are `test.failing` with the secure outcome: the approval fails `catalog_stale`
  * (or another refusal), nothing written, no evidence. What held is a plain passing test.
  *
  * (B) A read whose statement reached the server and ran, and whose connection was then reset
@@ -112,19 +114,38 @@ afterEach(async () => {
      ALTER TABLE playlist ALTER COLUMN name DROP DEFAULT;
      ALTER TABLE playlist DROP COLUMN IF EXISTS rt43_gen;`,
   );
+  // A write refused catalog_stale has the source rescanned with the hook in place (task hhook):
+  // scan again without it, so the next test starts from the plain table.
+  await scanSource(env.db, env.demo.sourceId);
+  env.gateway.store.invalidate('*');
 });
 
 describe('(A) approved writes: unreviewed code attached after the review, run as the writer', () => {
-  test.failing('A1 (high) a trigger created on the written table after the write was queued runs as the writer role at approval; the guard does not see it', async () => {
+  test('A1 (high) a trigger created on the written table after the write was queued runs as the writer role at approval; the guard does not see it', async () => {
     const id = await queue("UPDATE playlist SET name = 'rt43 a1' WHERE playlist_id = 9401");
     await hookFunction('rt43_trg_fn', 'trigger', 'trigger', 'NEW');
     await sourceQuery(env, 'CREATE TRIGGER rt43_trg BEFORE UPDATE ON playlist FOR EACH ROW EXECUTE FUNCTION public.rt43_trg_fn()');
     const done = await approveAndExecute(env.db, id, { operator: 'ops-rt43' });
-    // Today: { state: 'executed', rowCount: 1 } and evidence [{ what: 'trigger', who: <writer role> }].
+    // Before task hhook: { state: 'executed', rowCount: 1 } and evidence [{ what: 'trigger', who: <writer role> }].
     expect({ done, evidence: await evidence(), name: await playlist(9401) }).toEqual({ done: stale(id), evidence: [], name: 'rt43 one' });
+    // Requeued, it is reviewed against the rescanned catalogue, which has the trigger: approved, it runs it.
+    env.gateway.store.invalidate('*');
+    const again = await queue("UPDATE playlist SET name = 'rt43 a1' WHERE playlist_id = 9401");
+    expect(await approveAndExecute(env.db, again, { operator: 'ops-rt43' })).toEqual({ approvalId: again, state: 'executed', rowCount: 1 });
+    expect({ evidence: (await evidence()).map((e) => e.what), name: await playlist(9401) }).toEqual({ evidence: ['trigger'], name: 'rt43 a1' });
   });
 
-  test.failing('A2 (high) the function of a trigger that existed at the scan, replaced after the write was queued, runs its new body as the writer role', async () => {
+  test('A1b (control) a trigger that existed at the scan, unchanged, does not stop the approved write: it runs as reviewed', async () => {
+    await hookFunction('rt43_trg_fn', 'trigger', 'trigger', 'NEW');
+    await sourceQuery(env, 'CREATE TRIGGER rt43_trg BEFORE UPDATE ON playlist FOR EACH ROW EXECUTE FUNCTION public.rt43_trg_fn()');
+    await scanSource(env.db, env.demo.sourceId);
+    env.gateway.store.invalidate('*');
+    const id = await queue("UPDATE playlist SET name = 'rt43 a1b' WHERE playlist_id = 9401");
+    expect(await approveAndExecute(env.db, id, { operator: 'ops-rt43' })).toEqual({ approvalId: id, state: 'executed', rowCount: 1 });
+    expect({ evidence: (await evidence()).map((e) => e.what), name: await playlist(9401) }).toEqual({ evidence: ['trigger'], name: 'rt43 a1b' });
+  });
+
+  test('A2 (high) the function of a trigger that existed at the scan, replaced after the write was queued, runs its new body as the writer role', async () => {
     await sourceQuery(env, "CREATE FUNCTION public.rt43_trg2_fn() RETURNS trigger LANGUAGE plpgsql AS $f$ BEGIN RETURN NEW; END $f$; CREATE TRIGGER rt43_trg BEFORE UPDATE ON playlist FOR EACH ROW EXECUTE FUNCTION public.rt43_trg2_fn()");
     await scanSource(env.db, env.demo.sourceId);
     env.gateway.store.invalidate('*');
@@ -134,7 +155,7 @@ describe('(A) approved writes: unreviewed code attached after the review, run as
     expect({ done, evidence: await evidence(), name: await playlist(9402) }).toEqual({ done: stale(id), evidence: [], name: 'rt43 two' });
   });
 
-  test.failing("A3 (high) ALTER TABLE … SET DEFAULT evil() after an INSERT was queued: the approved INSERT evaluates the new default as the writer role", async () => {
+  test("A3 (high) ALTER TABLE … SET DEFAULT evil() after an INSERT was queued: the approved INSERT evaluates the new default as the writer role", async () => {
     const id = await queue('INSERT INTO playlist (playlist_id) VALUES (9410)');
     await hookFunction('rt43_default', 'default', 'varchar', "'from default'");
     await sourceQuery(env, 'ALTER TABLE playlist ALTER COLUMN name SET DEFAULT public.rt43_default()');
@@ -142,7 +163,7 @@ describe('(A) approved writes: unreviewed code attached after the review, run as
     expect({ done, evidence: await evidence(), name: await playlist(9410) }).toEqual({ done: stale(id), evidence: [], name: undefined });
   });
 
-  test.failing('A4 (high) a row-level security policy created after the write was queued: its USING expression runs as the writer role (and can change which rows the write reaches)', async () => {
+  test('A4 (high) a row-level security policy created after the write was queued: its USING expression runs as the writer role (and can change which rows the write reaches)', async () => {
     const id = await queue("UPDATE playlist SET name = 'rt43 a4' WHERE playlist_id = 9404");
     await hookFunction('rt43_policy', 'policy', 'boolean', 'true');
     await sourceQuery(env, 'ALTER TABLE playlist ENABLE ROW LEVEL SECURITY; CREATE POLICY rt43_pol ON playlist USING (public.rt43_policy())');
@@ -150,15 +171,18 @@ describe('(A) approved writes: unreviewed code attached after the review, run as
     expect({ done, evidence: await evidence(), name: await playlist(9404) }).toEqual({ done: stale(id), evidence: [], name: 'rt43 four' });
   });
 
-  test.failing('A5 (high) a rewrite rule (DO ALSO) created after the write was queued: its action runs the rule\'s function as the writer role', async () => {
+  test('A5 (high) a rewrite rule (DO ALSO) created after the write was queued: its action runs the rule\'s function as the writer role', async () => {
     const id = await queue("UPDATE playlist SET name = 'rt43 a5' WHERE playlist_id = 9405");
     await hookFunction('rt43_rule_fn', 'rule', 'integer', '1');
     await sourceQuery(env, 'CREATE RULE rt43_rule AS ON UPDATE TO playlist DO ALSO SELECT public.rt43_rule_fn()');
     const done = await approveAndExecute(env.db, id, { operator: 'ops-rt43' });
     expect({ done, evidence: await evidence(), name: await playlist(9405) }).toEqual({ done: stale(id), evidence: [], name: 'rt43 five' });
+    // Against the rescanned catalogue, which has the rule, the write is refused before it is queued (rtfk finding 5).
+    const r = await callTool(env, 'interlock_query', { source_id: env.demo.sourceId, sql: "UPDATE playlist SET name = 'rt43 a5' WHERE playlist_id = 9405", params: [] }, env.apiKey);
+    expect(sc(r)).toMatchObject({ status: 'forbidden', code: 'source_role_denied' });
   });
 
-  test.failing('A8 (high) a stored generated column added after the write was queued: its (IMMUTABLE-labelled) expression runs on the approved UPDATE as the writer role', async () => {
+  test('A8 (high) a stored generated column added after the write was queued: its (IMMUTABLE-labelled) expression runs on the approved UPDATE as the writer role', async () => {
     const id = await queue("UPDATE playlist SET name = 'rt43 a8' WHERE playlist_id = 9403");
     // An IMMUTABLE-labelled function may not INSERT itself, but may call a volatile one that does.
     await hookFunction('rt43_gen_side', 'generated', 'integer', '1');
@@ -209,7 +233,7 @@ describe('(A) approved writes: unreviewed code attached after the review, run as
     expect({ plan: review.plan, evidence: await evidence() }).toEqual({ plan: { ok: false, reason: STALE_PLAN_REASON }, evidence: [] });
   });
 
-  test.failing("A10 (high) a column's type changed to a domain whose CHECK calls a function, after the write was queued: the approved UPDATE runs the check's function as the writer role", async () => {
+  test("A10 (high) a column's type changed to a domain whose CHECK calls a function, after the write was queued: the approved UPDATE runs the check's function as the writer role", async () => {
     const id = await queue("UPDATE playlist SET name = 'rt43 a10' WHERE playlist_id = 9409");
     await hookFunction('rt43_dom_fn', 'domain check', 'boolean', 'true');
     const type = (await sourceQuery<{ t: string }>(env, "SELECT format_type(atttypid, atttypmod) AS t FROM pg_attribute WHERE attrelid = 'playlist'::regclass AND attname = 'name'"))[0]!.t;

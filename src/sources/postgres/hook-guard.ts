@@ -1,0 +1,132 @@
+/**
+ * The write-hook guard (task hhook; red team rt43a A1–A5, A8, A10): the code a relation runs on a
+ * write, as one fingerprint, recorded by the catalogue scan (catalog.ts, `CatalogRelation.hookVersion`)
+ * and compared, in an approved write's own transaction right before its statement, for every
+ * relation the write touches (its targets, the views on a target's path and their base relations,
+ * the descendants of each, and the relations its foreign keys' referential actions write:
+ * src/sql/referential-reach.ts `touched`, computed by src/approvals/execute.ts `recheck`). A role
+ * with DDL rights on a written table (its owner, a DBA; not the writer role) that attaches code
+ * after the write was queued and reviewed makes it differ: the statement is not run, the write is
+ * rolled back and the approval fails `catalog_stale` (the source is rescanned; requeued and approved
+ * again, the write is reviewed against what the table now runs).
+ *
+ * The fingerprint (writeHooksSql, ONE expression used by both) covers, per relation: its oid and
+ * relrowsecurity/relforcerowsecurity; its triggers (pg_trigger `oid:xmin`, internal ones included,
+ * each with its function's pg_proc `oid:xmin`: a trigger created, altered, enabled or disabled, or its
+ * function replaced); its rewrite rules (pg_rewrite `oid:xmin`, a view's `_RETURN` included: a
+ * redefined view); its row-level security policies (pg_policy `oid:xmin`); its column defaults and
+ * generated expressions (pg_attrdef `oid:xmin`); its constraints (pg_constraint `oid:xmin`: CHECK,
+ * keys, exclusion); its indexes (pg_index `indexrelid:xmin`: expression and partial indexes run code
+ * on every write); its inheritance children and partitions (pg_inherits `inhrelid:xmin`: one attached
+ * later receives rows); its columns' types (`attnum:atttypid`); and every domain its columns' types
+ * reach (through domain bases, array elements, range subtypes and composite attributes): the domain's
+ * pg_type `oid:xmin` (its default, NOT NULL) and its pg_constraint rows `oid:xmin` (its CHECKs).
+ * xmin changes with every new row version (CREATE OR REPLACE, ALTER, GRANT), oid with DROP + CREATE.
+ *
+ * Cost: a handful of index probes per relation (pg_trigger_tgrelid_tgname_index,
+ * pg_rewrite_rel_rulename_index, pg_policy_polrelid_polname_index, pg_attrdef_adrelid_adnum_index,
+ * pg_constraint_conrelid_contypid_conname_index, pg_index_indrelid_index, pg_inherits_parent_index,
+ * pg_attribute_relid_attnum_index) and a walk of the columns' types; in the write's transaction, no
+ * extra round trip beyond the guard that already ran there (task hw), to which this part is joined.
+ *
+ * What it cannot see: a definition committed between the guard's snapshot and the statement's (the
+ * same transaction, READ COMMITTED; DDL on the table itself needs a lock the statement then waits
+ * for, a trigger function's CREATE OR REPLACE does not); code reached from the hooks' own bodies
+ * (what a reviewed trigger function calls is not fingerprinted, as the function guard does not
+ * follow a plpgsql body); casts and type input functions (task hcast); event triggers (DDL only).
+ */
+import type { RelationName, SourceCatalog } from '../../sql/catalog-types';
+import type { ReadGuard } from './portal-read';
+
+/**
+ * The write-hook fingerprint of the relation whose oid is the SQL expression `rel` (evaluated once
+ * per reference; pass a column), as text (see the module comment). The scan records it per relation
+ * (catalog.ts `hv`), the guard recomputes it live; both use this one expression, so equal means
+ * unchanged. All aliases are prefixed `hk` so it can sit in any query.
+ */
+export function writeHooksSql(rel: string): string {
+  const list = (expr: string, from: string, order: string) => `coalesce((SELECT pg_catalog.string_agg(${expr}, ',' ORDER BY ${order}) FROM ${from}), '')`;
+  return `pg_catalog.concat_ws('|', ${rel}::text,
+    (SELECT hc.relrowsecurity::text || hc.relforcerowsecurity::text FROM pg_catalog.pg_class hc WHERE hc.oid = ${rel}),
+    'T' || ${list(`ht.oid::text || ':' || ht.xmin::text || '/' || coalesce(hp.oid::text || ':' || hp.xmin::text, '-')`, `pg_catalog.pg_trigger ht LEFT JOIN pg_catalog.pg_proc hp ON hp.oid = ht.tgfoid WHERE ht.tgrelid = ${rel}`, 'ht.oid')},
+    'R' || ${list(`hw.oid::text || ':' || hw.xmin::text`, `pg_catalog.pg_rewrite hw WHERE hw.ev_class = ${rel}`, 'hw.oid')},
+    'P' || ${list(`hl.oid::text || ':' || hl.xmin::text`, `pg_catalog.pg_policy hl WHERE hl.polrelid = ${rel}`, 'hl.oid')},
+    'D' || ${list(`hd.oid::text || ':' || hd.xmin::text`, `pg_catalog.pg_attrdef hd WHERE hd.adrelid = ${rel}`, 'hd.oid')},
+    'K' || ${list(`hk.oid::text || ':' || hk.xmin::text`, `pg_catalog.pg_constraint hk WHERE hk.conrelid = ${rel}`, 'hk.oid')},
+    'I' || ${list(`hi.indexrelid::text || ':' || hi.xmin::text`, `pg_catalog.pg_index hi WHERE hi.indrelid = ${rel}`, 'hi.indexrelid')},
+    'H' || ${list(`hn.inhrelid::text || ':' || hn.xmin::text`, `pg_catalog.pg_inherits hn WHERE hn.inhparent = ${rel}`, 'hn.inhrelid')},
+    'A' || ${list(`ha.attnum::text || ':' || ha.atttypid::text`, `pg_catalog.pg_attribute ha WHERE ha.attrelid = ${rel} AND ha.attnum > 0 AND NOT ha.attisdropped`, 'ha.attnum')},
+    'Y' || coalesce((WITH RECURSIVE hy(oid) AS (
+        SELECT hb.atttypid FROM pg_catalog.pg_attribute hb WHERE hb.attrelid = ${rel} AND hb.attnum > 0 AND NOT hb.attisdropped
+        UNION
+        SELECT hx.o FROM hy JOIN pg_catalog.pg_type hty ON hty.oid = hy.oid
+        CROSS JOIN LATERAL (
+          SELECT hty.typbasetype WHERE hty.typtype = 'd'
+          UNION ALL SELECT hty.typelem WHERE hty.typcategory = 'A' AND hty.typelem <> 0
+          UNION ALL SELECT hr.rngsubtype FROM pg_catalog.pg_range hr WHERE hr.rngtypid = hty.oid OR hr.rngmultitypid = hty.oid
+          UNION ALL SELECT hca.atttypid FROM pg_catalog.pg_attribute hca WHERE hty.typtype = 'c' AND hca.attrelid = hty.typrelid AND hca.attnum > 0 AND NOT hca.attisdropped) AS hx(o))
+      SELECT pg_catalog.string_agg(hdt.oid::text || ':' || hdt.xmin::text || coalesce('/' || (
+          SELECT pg_catalog.string_agg(hdc.oid::text || ':' || hdc.xmin::text, '/' ORDER BY hdc.oid) FROM pg_catalog.pg_constraint hdc WHERE hdc.contypid = hdt.oid), ''), ',' ORDER BY hdt.oid)
+      FROM pg_catalog.pg_type hdt WHERE hdt.oid IN (SELECT hy.oid FROM hy) AND hdt.typtype = 'd'), ''))`;
+}
+
+/** Guard texts per (count, offset), made on first use (at most 256 kept). */
+const texts = new Map<string, string>();
+
+/**
+ * The guard's SQL for `count` relations, its parameters numbered from `$offset+1`: per relation
+ * `$k+1` schema, `$k+2` name, `$k+3` the expected fingerprint (text). No rows when every relation
+ * exists and has its expected fingerprint; 22012 (read.ts GUARD_SQLSTATE) at the first that does not
+ * (a relation gone counts, so does a schema or name of none: the `incomplete` row of hookGuardValues).
+ */
+export function hookGuardSql(count: number, offset = 0): string {
+  const key = `${count}:${offset}`;
+  const hit = texts.get(key);
+  if (hit !== undefined) return hit;
+  const rows = Array.from({ length: count }, (_, i) => {
+    const k = offset + 3 * i;
+    return `($${k + 1}::text, $${k + 2}::text, $${k + 3}::text)`;
+  }).join(', ');
+  const text = `
+SELECT 1
+FROM (VALUES ${rows}) AS u(s, n, v)
+CROSS JOIN LATERAL (
+  SELECT pg_catalog.max(y.v) AS v, pg_catalog.count(*) AS k
+  FROM (SELECT ${writeHooksSql('c.oid')} AS v
+        FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace ns ON ns.oid = c.relnamespace
+        WHERE ns.nspname = u.s AND c.relname = u.n) y) x
+WHERE CASE WHEN x.v IS DISTINCT FROM u.v THEN 1 / (x.k * 0) = 1 ELSE false END
+`;
+  if (texts.size < 256) texts.set(key, text);
+  return text;
+}
+
+/** A value no fingerprint equals: the catalogue has no fingerprint of the relation (a snapshot scanned before task hhook, or a relation it lacks). */
+const UNKNOWN = '?';
+
+/**
+ * The guard's parameter values for `relations` against `catalog`: schema, name and the scanned
+ * fingerprint (`CatalogRelation.hookVersion`; UNKNOWN when absent, so the guard trips and the source
+ * is rescanned). `incomplete` (the walk of what the write touches stopped at a relation whose records
+ * the catalogue lacks) adds a row naming no relation, which always trips.
+ */
+export function hookGuardValues(catalog: SourceCatalog, relations: readonly RelationName[], incomplete = false): string[] {
+  const byKey = new Map(catalog.relations.map((r) => [r.schema + '\u0000' + r.name, r]));
+  const values: string[] = [];
+  for (const r of relations) values.push(r.schema, r.name, byKey.get(r.schema + '\u0000' + r.name)?.hookVersion ?? UNKNOWN);
+  if (incomplete) values.push('', '', UNKNOWN);
+  return values;
+}
+
+/**
+ * `guard` (an approved write's function and shape guards, or null) followed by the write-hook guard
+ * of `relations` (see hookGuardValues for `incomplete`); `guard` itself when there is nothing to
+ * check. Frozen. Its SQL raises 22012 when a guarded thing changed, as the others do.
+ */
+export function withHookGuard(catalog: SourceCatalog, guard: ReadGuard | null, relations: readonly RelationName[], incomplete = false): ReadGuard | null {
+  const values = hookGuardValues(catalog, relations, incomplete);
+  if (values.length === 0) return guard;
+  const offset = guard ? guard.values.length : 0;
+  const text = (guard ? guard.text + ' UNION ALL ' : '') + hookGuardSql(values.length / 3, offset);
+  return Object.freeze({ text, values: Object.freeze([...(guard?.values ?? []), ...values]) as string[] });
+}
