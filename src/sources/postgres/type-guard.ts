@@ -9,9 +9,10 @@
  * CHECK (f(VALUE))` made after the scan by the owner of `t` or `d` (a non-superuser may create a cast
  * only when it owns the source or the target type, so casts between two built-in types need no
  * check). For each involved type (by oid: `typeUses.oids`; by name in each of its schemas:
- * `typeUses.names`, resolved on the server with the domain bases (three deep) and array elements of
- * the types found), the live `c<oid>:<xmin>` of every pg_cast row with that type as source or target
- * and `d<oid>:<xmin>` of every pg_constraint row of it as a domain, sorted bytewise and joined by
+ * `typeUses.names`, resolved on the server), with every type those are built on at any depth
+ * (domain bases, array elements, range and multirange subtypes, composite attributes; rt43c F1,
+ * F2), the live `c<oid>:<xmin>` of every pg_cast row with that type as source or target and
+ * `d<oid>:<xmin>` of every pg_constraint row of it as a domain, sorted bytewise and joined by
  * `,`, must equal the scan's (`SourceCatalog.castVersions`; '' for a type the scan saw none of).
  * Built-in types (oid < 16384) are not compared.
  *
@@ -24,7 +25,8 @@
  * and judged like a call of it, and a domain with a CHECK is an unsafe type (refused in a cast).
  * Cost: per type one probe of pg_cast_source_target_index (castsource), a scan of pg_cast (about 230
  * rows) for casttarget and a probe of pg_constraint_contypid_index; a name is one probe of
- * pg_type_typname_nsp_index per schema.
+ * pg_type_typname_nsp_index per schema; each step of the walk one pg_type probe (and pg_range,
+ * pg_attribute probes).
  *
  * What it cannot see: a definition committed between the guard's snapshot and the statement's (the
  * same round trip, READ COMMITTED); a cast or domain constraint used by a stored view's query on a
@@ -50,23 +52,31 @@ export function typeGuardSql(offset = 0, parts: { byOid: boolean; byName: boolea
   if (hit !== undefined) return hit;
   const p = (i: number): string => `$${offset + i}`;
   const oidBranch = `SELECT a.t FROM pg_catalog.unnest(${p(1)}::oid[]) AS a(t)`;
-  const nameBranch = `SELECT z.t
+  const nameBranch = `SELECT t0.oid AS t
     FROM ROWS FROM (pg_catalog.unnest(${p(2)}::name[]), pg_catalog.unnest(${p(3)}::name[])) AS u(s, n)
     JOIN pg_catalog.pg_namespace m ON m.nspname = u.s
-    JOIN pg_catalog.pg_type t0 ON t0.typname = u.n AND t0.typnamespace = m.oid
-    LEFT JOIN pg_catalog.pg_type t1 ON t1.oid = t0.typbasetype
-    LEFT JOIN pg_catalog.pg_type t2 ON t2.oid = t1.typbasetype
-    LEFT JOIN pg_catalog.pg_type t3 ON t3.oid = t2.typbasetype
-    CROSS JOIN LATERAL (VALUES (t0.oid), (t0.typelem), (t1.oid), (t1.typelem), (t2.oid), (t2.typelem), (t3.oid), (t3.typelem)) AS z(t)`;
+    JOIN pg_catalog.pg_type t0 ON t0.typname = u.n AND t0.typnamespace = m.oid`;
   // Unused parameters are still named (PostgreSQL must infer every parameter's type).
   const unused = [!parts.byOid ? `${p(1)}::oid[] IS NULL` : '', !parts.byName ? `${p(2)}::name[] IS NULL AND ${p(3)}::name[] IS NULL` : ''].filter(Boolean);
   const branches = [parts.byOid ? oidBranch : '', parts.byName ? nameBranch : ''].filter(Boolean).join('\n    UNION ALL\n    ');
+  // Every type an involved one is built on, at any depth, is compared too (red team rt43c F1, F2:
+  // a domain four deep, a composite's attribute, a range's subtype hid a user type whose new cast
+  // then ran): domain bases (PostgreSQL flattens a domain to its base type to find a cast), array
+  // elements, range and multirange subtypes, composite attributes (`(p).m::text`). pg_type has no
+  // cycles through these and UNION drops repeats, so the walk ends.
   const text = `
 SELECT 1
 FROM (
-  SELECT DISTINCT y.t FROM (
+  SELECT DISTINCT y.t FROM (WITH RECURSIVE r(t) AS (
     ${branches}
-  ) y WHERE y.t >= 16384::oid${unused.length ? ' AND NOT (' + unused.join(' AND ') + ')' : ''}) w
+    UNION
+    SELECT b.t FROM r JOIN pg_catalog.pg_type tb ON tb.oid = r.t
+    CROSS JOIN LATERAL (
+      SELECT tb.typbasetype WHERE tb.typtype = 'd'
+      UNION ALL SELECT tb.typelem WHERE tb.typelem <> 0::oid
+      UNION ALL SELECT g.rngsubtype FROM pg_catalog.pg_range g WHERE g.rngtypid = tb.oid OR g.rngmultitypid = tb.oid
+      UNION ALL SELECT a.atttypid FROM pg_catalog.pg_attribute a WHERE tb.typtype = 'c' AND a.attrelid = tb.typrelid AND a.attnum > 0 AND NOT a.attisdropped) AS b(t)
+  ) SELECT r.t FROM r) y WHERE y.t >= 16384::oid${unused.length ? ' AND NOT (' + unused.join(' AND ') + ')' : ''}) w
 CROSS JOIN LATERAL (
   SELECT coalesce(pg_catalog.string_agg(e.e, ',' ORDER BY e.e COLLATE "C"), '') AS have, pg_catalog.count(*) AS k
   FROM (SELECT 'c' || k.oid::text || ':' || k.xmin::text AS e FROM pg_catalog.pg_cast k WHERE k.castsource = w.t
