@@ -31,7 +31,8 @@
  *    frontier's the lower one — and part 2's "÷ U" divides the probe's p99 by wrk's U, so the Node.js
  *    client's own delay is in the numerator only (a bias against admission on and off alike); (e) levels are medians of a few rounds on a shared machine, so
  *    neighbouring levels are often within noise of each other.
- * 2. Loads 1× (C), 2×, 4× and 512 connections, BENCH_ROUNDS rounds; in each round every load runs
+ * 2. Loads 1× (C), 2×, 4× and 512 connections, BENCH_ROUNDS rounds (the admission-on gateways first loaded at C
+ *    for as long as part 1 loaded the off one, BENCH_PART2_WARM_SECONDS, default that, at most 60: JIT warmth); in each round every load runs
  *    on both gateways, on and off in turn (which goes first alternates by round). Per load and mode
  *    the row gives medians over the rounds and each round's goodput: goodput (HTTP 200 answers
  *    carrying rows, per second) and ÷ P; refusals per second and how many carried Retry-After
@@ -405,8 +406,15 @@ async function main(): Promise<void> {
       // The on-gateway idled through part 1 while the off one served (its pools closed idle
       // connections, its caches expired): warmed again here, else round 1 compared a cold gateway
       // with a warm one (bench/admission-trace.ts: a cold gateway, admission on or off, ramps for 1–2.5 s).
-      await measure(on, env, capacity, warm, false);
-      if (variant) await measure(variant, env, capacity, warm, false);
+      // And as long as the off one was loaded in part 1 (h29g): a gateway's JIT keeps getting cheaper per call
+      // for tens of seconds of load, and with only `warm` seconds the on-gateway paid ~15 % more CPU per served
+      // call at 1× and 2× than the off one, which had served the whole sweep (a variant with a limit that
+      // never binds paid the same: not the limiter's doing). BENCH_PART2_WARM_SECONDS (default: the seconds the
+      // sweep loaded the off-gateway, at most 60) of load at C for each admission-on gateway, in slices that
+      // alternate between them.
+      const part2Warm = envInt('BENCH_PART2_WARM_SECONDS', Math.min(60, rounds * levels.length * seconds));
+      const warmed = [on, ...(variant ? [variant] : [])];
+      for (let done = 0; done < part2Warm; done += warm) for (const gw of warmed) await measure(gw, env, capacity, Math.min(warm, part2Warm - done), false);
       const rows: Row[] = [];
       for (const mode of modes) for (const [label, c] of loads) rows.push({ admission: mode, load: label, connections: c, rounds: [], servedAt1x: [] });
       const rowOf = (mode: Mode, label: string) => rows.find((x) => x.admission === mode && x.load === label)!;

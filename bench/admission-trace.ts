@@ -21,9 +21,17 @@
  * (admission.identity_limit, h29i): identities limited, the lowest such limit, its refusals; and the fast averages of
  * the own-slot wait and of the statements' time (CapacitySnapshot shortSlotWait, shortStatement). Not a timed test. Needs /usr/bin/wrk.
  *
+ * BENCH_SEQUENCE (comma-separated connection counts): instead of one burst, those loads in turn,
+ * BENCH_SECONDS each with BENCH_GAP_SECONDS (default 4) idle between, one summary line per phase
+ * (traceSequence): the order in which bench 11 loads its admission-on gateway, so state one load
+ * leaves in the limiter (a drop's ceiling, a lowered limit) shows in the next. BENCH_SOURCE_BURNER=1: a
+ * loop of bench 11's slow cross join straight on the source database throughout (its part 2 runs its
+ * limit-1 gateway's holder all along), so the machine is as busy as in bench 11.
+ *
  * Run: `npm run -s build && BENCH_IDLE_SECONDS=60 npx tsx bench/admission-trace.ts`.
  */
 import { loadavg } from 'node:os';
+import pg from 'pg';
 import type { CapacitySnapshot } from '../src/transport/capacity';
 import { gatewayVars, ROOT, sleep, startServe, withBenchEnv, type BenchEnv } from './lib/env';
 import { POINT_SQL, TRACKS } from './lib/point-read';
@@ -43,6 +51,55 @@ const BODIES = Array.from({ length: 500 }, (_, i) => JSON.stringify({ jsonrpc: '
 
 /** One `admission state` log line (src/gateway.ts): the limiter's snapshot and pino's time (epoch ms). */
 type StateLine = CapacitySnapshot & { time: number };
+
+/** The median of `xs` (0 when empty). */
+function median(xs: number[]): number {
+  if (!xs.length) return 0;
+  const v = [...xs].sort((a, b) => a - b);
+  return v[Math.floor(v.length / 2)];
+}
+
+/**
+ * BENCH_SEQUENCE (e.g. `64,128,256,512,64,128`): the loads bench 11 gives its admission-on gateway,
+ * in order, each for `seconds`, with `gapSeconds` idle between (bench 11 runs the admission-off
+ * gateway then). Per phase one line: goodput, refusals (late), wrk p99, and over the limiter's
+ * 100 ms snapshots the median and lowest limit, the median (and mean) in flight and the median queued, the share of
+ * snapshots with calls queued, the share of
+ * snapshots under a drop ceiling or under pressure, the highest event-loop delay read, and the
+ * refusals and drops the limiter counted in the phase.
+ */
+async function traceSequence(url: string, headers: Record<string, string>, lines: StateLine[], sequence: number[], seconds: number, gapSeconds: number): Promise<void> {
+  for (const [i, c] of sequence.entries()) {
+    if (i > 0) await sleep(gapSeconds * 1000);
+    const t0 = Date.now();
+    const w = await runWrkOverload({ url, connections: c, seconds, bodies: BODIES, headers, expect: '"track_id"' });
+    await sleep(150);
+    const rows = lines.filter((s) => s.time >= t0 && s.time <= t0 + seconds * 1000);
+    const first = rows[0];
+    const last = rows[rows.length - 1];
+    console.log(JSON.stringify({
+      phase: i + 1,
+      connections: c,
+      goodput: Math.round(w.served / w.seconds),
+      refused: w.refused,
+      late: w.refusedOther,
+      p99: w.p99Ms,
+      limitMedian: Math.round(median(rows.map((s) => s.limit))),
+      limitMin: Math.round(Math.min(...rows.map((s) => s.limit))),
+      limitAtStart: first ? Math.round(first.limit) : null,
+      inflightMedian: median(rows.map((s) => s.inflight)),
+      inflightMean: rows.length ? Math.round((10 * rows.reduce((a, s) => a + s.inflight, 0)) / rows.length) / 10 : null,
+      queuedShare: rows.length ? Math.round((100 * rows.filter((s) => s.queued > 0).length) / rows.length) / 100 : null,
+      queuedMedian: median(rows.map((s) => s.queued)),
+      ceilingShare: rows.length ? Math.round((100 * rows.filter((s) => s.ceiling !== null).length) / rows.length) / 100 : null,
+      pressuredShare: rows.length ? Math.round((100 * rows.filter((s) => s.pressured).length) / rows.length) / 100 : null,
+      loopDelayMax: Math.max(0, ...rows.map((s) => s.loopDelayMs)),
+      limiterRefused: first && last ? last.refused - first.refused : null,
+      limiterDropped: first && last ? last.dropped - first.dropped : null,
+      load1: loadavg()[0].toFixed(1),
+    }));
+  }
+}
 
 async function main(): Promise<void> {
   if (!wrkAvailable()) throw new Error('needs wrk (/usr/bin/wrk)');
@@ -72,12 +129,25 @@ async function main(): Promise<void> {
         }
       }
     });
+    // BENCH_SOURCE_BURNER=1: bench 11's holder of its limit-1 gateway's slot runs a ~1 s cross join on the source in a
+    // loop through all of part 2; the same statement in a loop here, straight on the source, so the machine is as busy.
+    let burning = process.env.BENCH_SOURCE_BURNER === '1';
+    const burner = burning
+      ? (async () => {
+          const client = new pg.Client({ connectionString: env.sourceUrl });
+          await client.connect();
+          while (burning) await client.query('SELECT count(*) AS n FROM track a, track b');
+          await client.end();
+        })()
+      : Promise.resolve();
     try {
       const headers = callHeaders(env.apiKey);
       await runWrkOverload({ url: gw.url, connections: 16, seconds: 2, bodies: BODIES, headers, expect: '"track_id"' }); // warm-up, as bench 11
       console.log(`idle ${idle} s (load ${loadavg()[0].toFixed(1)})`);
       await sleep(Math.max(0, idle - neighbourSeconds) * 1000);
       if (neighbour) await runWrkOverload({ url: neighbour.url, connections: 32, seconds: neighbourSeconds, bodies: BODIES, headers, expect: '"track_id"' });
+      const sequence = (process.env.BENCH_SEQUENCE ?? '').split(',').filter(Boolean).map(Number);
+      if (sequence.length) return await traceSequence(gw.url, headers, lines, sequence, seconds, envInt('BENCH_GAP_SECONDS', 4));
       const t0 = Date.now();
       const w = await runWrkOverload({ url: gw.url, connections, seconds, bodies: BODIES, headers, expect: '"track_id"' });
       await sleep(200);
@@ -94,6 +164,8 @@ async function main(): Promise<void> {
       }
       console.log(JSON.stringify({ root, config: process.env.BENCH_CONFIG ?? null, connections, seconds, idle, neighbourSeconds, goodput: Math.round(w.served / w.seconds), refused: w.refused, late: w.refusedOther, other: w.other, socketErrors: w.socketErrors, p50: w.p50Ms, p99: w.p99Ms, load1: loadavg()[0].toFixed(1) }));
     } finally {
+      burning = false;
+      await burner;
       await gw.stop();
       await neighbour?.stop();
     }

@@ -11,7 +11,9 @@
  * with bench/lib/alloc-sample-preload.cjs (V8's sampling heap profiler, objects collected by either
  * collector included), sampled over the timed window only (warm-up apart), and the bytes allocated
  * per call are printed by phase (the same phases as the CPU table) and by allocating frame
- * (PROFILE_KEEP then keeps the .heapprofile). Run: `npx tsx bench/profile.ts`.
+ * (PROFILE_KEEP then keeps the .heapprofile). `PROFILE_ADMISSION=off` profiles a gateway with
+ * admission by capacity turned off, `wide` one with it on and min_limit 128, so that its code runs
+ * but its limit never binds below c=128 (issue 29: what the limiter costs a served call). Run: `npx tsx bench/profile.ts`.
  */
 import { spawn } from 'node:child_process';
 import { copyFileSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
@@ -230,7 +232,7 @@ async function main(): Promise<void> {
   const dir = mkdtempSync(path.join(os.tmpdir(), 'il-prof-'));
   try {
     await withBenchEnv({}, async (env) => {
-      const vars = gatewayVars(env.controlUrl, { cacheTtlMs: cached ? 600_000 : 1 });
+      const vars = { ...gatewayVars(env.controlUrl, { cacheTtlMs: cached ? 600_000 : 1 }), ...(process.env.PROFILE_ADMISSION === 'off' ? { INTERLOCK_ADMISSION_ENABLED: 'false' } : process.env.PROFILE_ADMISSION === 'wide' ? { INTERLOCK_ADMISSION_MIN_LIMIT: '128' } : {}) };
       const childEnv: NodeJS.ProcessEnv = {};
       for (const [k, v] of Object.entries(process.env)) if (!k.startsWith('INTERLOCK_')) childEnv[k] = v;
       const heapFile = path.join(dir, 'alloc.heapprofile');
