@@ -4,7 +4,7 @@
  * relation afresh for each statement (ExecRelCheck: stringToNode, ExecPrepareExpr), while a domain's
  * checks are kept planned in its type cache and only initialised per statement (CoerceToDomain).
  *
- * Copies of audit_batches and audit_events (partitioned by month, the same indexes, no RLS: the bench
+ * Copies of audit_batches and audit_events (base column types, partitioned by month, the same indexes, no RLS: the bench
  * connects as their owner) in one schema per variant, each variant on its own connection whose
  * search_path puts that schema first, so every variant runs the gateway's own format-3 VALUES
  * statement (chainValuesStatement) text for text. Variants: `checks` (the tables as migrated before
@@ -15,9 +15,14 @@
  * (nanoseconds), per batch of BENCH_BATCH (3) events, BENCH_OPS (2,000) batches per variant per round,
  * variants alternating within each of BENCH_ROUNDS (5) rounds; medians and every round. With
  * BENCH_SYNC=off the connections run synchronous_commit off (the statement alone, no WAL flush).
- * Run: `flock /tmp/bench.lock npx tsx bench/audit-domains.ts`.
+ * With BENCH_PERF_OPS=n, after the rounds each variant runs n more batches under `perf record -g` of its
+ * backend, and the inclusive share of the parts named in PERF_PARTS is printed per variant (perf's
+ * children mode: a function's share counts what it calls). Run: `flock /tmp/bench.lock npx tsx bench/audit-domains.ts`.
  */
-import { readFileSync } from 'node:fs';
+import { spawn, execFileSync } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import pg from 'pg';
 import { runMigrations } from '../src/control/db';
 import { chainValuesStatement, eventValues } from '../src/audit/chain';
@@ -42,10 +47,54 @@ const BATCH_CHECKS = [
 ];
 const EVENT_CHECKS = ["CHECK (jsonb_typeof(details) = 'object')", "CHECK (kind IN ('tool_call', 'approval', 'config'))"];
 
+/** The parts of an append a profile is split into (PostgreSQL 15 function names; inclusive shares). */
+const PERF_PARTS: Array<[string, string]> = [
+  ['commit (XLogFlush)', 'XLogFlush'],
+  ['table CHECKs (ExecConstraints)', 'ExecConstraints'],
+  ['  of them: stringToNode', 'stringToNode'],
+  ['  of them: ExecPrepareExpr', 'ExecPrepareExpr'],
+  ['domain checks (ExecEvalConstraintCheck)', 'ExecEvalConstraintCheck'],
+  ['domain setup (InitDomainConstraintRef)', 'InitDomainConstraintRef'],
+  ['domain_in (Bind, per value)', 'domain_in'],
+  ['index inserts (ExecInsertIndexTuples)', 'ExecInsertIndexTuples'],
+  ['executor start (ExecInitModifyTable)', 'ExecInitModifyTable'],
+  ['heap_insert', 'heap_insert'],
+  ['Bind (exec_bind_message)', 'exec_bind_message'],
+  ['plan cache (GetCachedPlan)', 'GetCachedPlan'],
+  ['nextval', 'nextval_internal'],
+  ['partition routing (ExecFindPartition)', 'ExecFindPartition'],
+];
+
+/** Runs `work` while perf records `pid`'s call graphs; returns each PERF_PARTS symbol's inclusive share (%). */
+async function profile(pid: number, work: () => Promise<void>): Promise<Map<string, number>> {
+  const dir = mkdtempSync(join(tmpdir(), 'h28t-perf-'));
+  const out = join(dir, 'perf.data');
+  try {
+    const rec = spawn('perf', ['record', '-q', '-g', '-F', '2999', '-p', String(pid), '-o', out], { stdio: 'ignore' });
+    await new Promise((r) => setTimeout(r, 300));
+    await work();
+    const done = new Promise((r) => rec.on('exit', r));
+    rec.kill('SIGINT');
+    await done;
+    const report = execFileSync('perf', ['report', '-i', out, '--children', '--stdio', '--sort', 'symbol', '-g', 'none', '--percent-limit', '0.3'], { encoding: 'utf8', maxBuffer: 64 << 20 });
+    const shares = new Map<string, number>();
+    for (const line of report.split('\n')) {
+      const m = /^\s*([\d.]+)%\s+[\d.]+%\s+\[\.\]\s+(\S+)/.exec(line);
+      if (m && !shares.has(m[2])) shares.set(m[2], Number(m[1]));
+    }
+    return shares;
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
 async function makeTables(c: pg.Client, s: string, variant: 'checks' | 'domains' | 'nochain' | 'none'): Promise<void> {
   await c.query(`CREATE SCHEMA ${s}`);
   await c.query(`CREATE TABLE ${s}.audit_batches (LIKE public.audit_batches INCLUDING DEFAULTS INCLUDING INDEXES)`);
   await c.query(`CREATE TABLE ${s}.audit_events (LIKE public.audit_events INCLUDING DEFAULTS) PARTITION BY RANGE (recorded_at)`);
+  // Base types first (the migrated tables' columns are domains since 20261214100000000), then the variant's invariants.
+  await c.query(`ALTER TABLE ${s}.audit_batches ALTER COLUMN event_count TYPE integer, ALTER COLUMN hash TYPE bytea, ALTER COLUMN prev_hash TYPE bytea, ALTER COLUMN seq TYPE bigint, ALTER COLUMN mark TYPE text, ALTER COLUMN format TYPE smallint`);
+  await c.query(`ALTER TABLE ${s}.audit_events ALTER COLUMN kind TYPE text, ALTER COLUMN details TYPE jsonb`);
   await c.query(`CREATE TABLE ${s}.ev_now PARTITION OF ${s}.audit_events FOR VALUES FROM (date_trunc('month', now())) TO (date_trunc('month', now()) + interval '1 month')`);
   await c.query(`CREATE TABLE ${s}.ev_default PARTITION OF ${s}.audit_events DEFAULT`);
   await c.query(`ALTER TABLE ${s}.audit_events ADD PRIMARY KEY (id, recorded_at)`);
@@ -119,6 +168,14 @@ async function main(): Promise<void> {
     const base = med(got.get('checks')!);
     console.log(table(['invariants', 'µs per batch (median)', '÷ checks', 'rounds'], [...got].map(([k, v]) => [k, med(v).toFixed(1), (med(v) / base).toFixed(3), v.map((x) => x.toFixed(0)).join(' ')])));
     console.log(machineLine());
+    const perfOps = envInt('BENCH_PERF_OPS', 0);
+    if (perfOps > 0) {
+      const shares: Array<Map<string, number>> = [];
+      for (const x of conns) shares.push(await profile(x.pid, async () => { for (let i = 0; i < perfOps; i++) await run(x); }));
+      console.log(`\nperf record -g of each backend over ${perfOps} batches, inclusive share of its samples (%):`);
+      console.log(table(['part', ...conns.map((x) => x.name)], PERF_PARTS.map(([label, sym]) => [label, ...shares.map((m) => (m.get(sym) ?? 0).toFixed(1))])));
+      console.log(machineLine());
+    }
   } finally {
     for (const c of clients) await c.end().catch(() => undefined);
     await db.drop();
