@@ -59,7 +59,6 @@ const PERF_PARTS: Array<[string, string]> = [
   ['index inserts (ExecInsertIndexTuples)', 'ExecInsertIndexTuples'],
   ['executor start (ExecInitModifyTable)', 'ExecInitModifyTable'],
   ['heap_insert', 'heap_insert'],
-  ['Bind (exec_bind_message)', 'exec_bind_message'],
   ['plan cache (GetCachedPlan)', 'GetCachedPlan'],
   ['nextval', 'nextval_internal'],
   ['partition routing (ExecFindPartition)', 'ExecFindPartition'],
