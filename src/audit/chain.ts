@@ -142,7 +142,12 @@ export function chainValuesStatement(n: number): { name: string; text: string } 
   INSERT INTO audit_batches (committed_at, event_count, prev_hash, hash, format, chain_id, seq, mark, anchors)
   VALUES ($1::timestamptz, $2::integer, $3::bytea, $4::bytea, 3, $5::uuid, $6::bigint, $7::text, $8::text) RETURNING id
 )`;
-  const row = (k: number) => `(${Array.from({ length: 20 }, (_, c) => `$${9 + k * 20 + c}`).join(', ')}, (SELECT id FROM b), $1::timestamptz)`;
+  // kind ($9) and details ($28) typed by their base types: their columns are domains (migration
+  // 20261214100000000), and a parameter typed by a domain is read by domain_in, which sets up the
+  // domain's checks afresh for every value; cast, the plan's CoerceToDomain checks them with the
+  // expressions the type cache keeps planned (task h28t).
+  const param = (k: number, c: number) => `$${9 + k * 20 + c}${c === 0 ? '::text' : c === 19 ? '::jsonb' : ''}`;
+  const row = (k: number) => `(${Array.from({ length: 20 }, (_, c) => param(k, c)).join(', ')}, (SELECT id FROM b), $1::timestamptz)`;
   const text =
     n === 0
       ? `${batch}\nSELECT id AS b FROM b`

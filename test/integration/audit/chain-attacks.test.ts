@@ -252,6 +252,14 @@ describe('2b. archives', () => {
     const edited = join(dir, 'edited.jsonl.gz');
     writeFileSync(edited, gzipSync(lines.map((l) => l.replace('"arch2"', '"archX"')).join('\n') + '\n'));
     expect(await verifyAuditChain(t.db, { archiveFile: edited })).toMatchObject({ ok: false, archive: { recorded: false }, firstMismatch: { batchId: b2, fault: 'hash_mismatch' } });
+    // An event made invalid for the trail's domains (task h28t: kind and details are domains on
+    // audit_events) is loaded and named as its batch, not a failed load.
+    for (const [from, to] of [['"kind":"tool_call"', '"kind":"nope"'], ['"details":{}', '"details":[]']]) {
+      const invalid = join(dir, 'invalid.jsonl.gz');
+      writeFileSync(invalid, gzipSync(lines.map((l) => (l.includes('"arch2"') ? l.replace(from, to) : l)).join('\n') + '\n'));
+      expect(lines.some((l) => l.includes('"arch2"') && l.includes(from))).toBe(true);
+      expect(await verifyAuditChain(t.db, { archiveFile: invalid })).toMatchObject({ ok: false, archive: { recorded: false }, firstMismatch: { batchId: b2, fault: 'hash_mismatch' }, mismatchCount: 1 });
+    }
     // A batch's lines removed from the file: the batch is named, and the file's digest is not recorded.
     const cut = join(dir, 'cut.jsonl.gz');
     writeFileSync(cut, gzipSync(lines.filter((l) => JSON.parse(l).batch_id !== Number(b2)).join('\n') + '\n'));

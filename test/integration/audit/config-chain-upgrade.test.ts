@@ -4,10 +4,9 @@
  * chain's, tool-call lanes (format 3) anchor the config chain's head, and a config batch changed or
  * removed from the middle of the new chain is named.
  */
-import { runner } from 'node-pg-migrate';
-import pg from 'pg';
+import { migrateDown } from '../../helpers/migrate-down';
 import { createTempDatabase, type TempDatabase } from '../../helpers/pg';
-import { MIGRATIONS_DIR, MIGRATIONS_TABLE, migrationNames, openControlDb, runMigrations, type ControlDb } from '../../../src/control/db';
+import { migrationNames, openControlDb, runMigrations, type ControlDb } from '../../../src/control/db';
 import { recordApprovalEvent, recordConfigEvent } from '../../../src/audit/writer';
 import { ChainLane, parseAnchors } from '../../../src/audit/chain';
 import { verifyAuditChain } from '../../../src/audit/verify';
@@ -18,16 +17,7 @@ jest.setTimeout(120_000);
 let temp: TempDatabase;
 let db: ControlDb;
 
-/** Runs node-pg-migrate down `count` migrations, as the owner. */
-async function down(count: number): Promise<void> {
-  const c = new pg.Client({ connectionString: temp.url });
-  await c.connect();
-  try {
-    await runner({ dbClient: c, dir: MIGRATIONS_DIR, migrationsTable: MIGRATIONS_TABLE, direction: 'down', count, checkOrder: true, singleTransaction: true, logger: { debug: () => undefined, info: () => undefined, warn: () => undefined, error: () => undefined } });
-  } finally {
-    await c.end();
-  }
-}
+const down = (count: number) => migrateDown(temp.url, count);
 
 beforeAll(async () => {
   temp = await createTempDatabase('ctl_cfgchain');
