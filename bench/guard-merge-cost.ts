@@ -1,13 +1,13 @@
 /**
- * What sending the function guard and the hierarchy guard as one statement saves (issue 28, task
- * h28f; portal-read.ts mergedGuard), in process on one pooled reader connection: the point read
+ * What sending the function guard and the hierarchy guard as one statement would save (issue 28,
+ * task h28f), in process on one pooled reader connection: the point read
  * `SELECT … FROM customer WHERE customer_id = $1` with its real guards (the connector's
  * `functionGuard` of its analysis: `=`; hierarchy.ts `standaloneGuard` of `customer`), variants
  * alternating per round:
- *  - merged: both guards, sent as one statement (what a read sends since h28f);
- *  - apart: the same two guards as two statements (the hierarchy guard's text with a trailing SQL
- *    comment, which mergedGuard does not merge: the same plan and execution, one Bind/Execute more —
- *    what a read sent before h28f);
+ *  - apart: the two guards as two statements before the statement (what a read sends);
+ *  - merged: the same two as one statement (the function guard's text, UNION ALL, the hierarchy
+ *    guard's with its parameters renumbered after the function guard's; sent as the read's only
+ *    guard): one Bind/Execute and CommandComplete fewer;
  *  - none: no guard (the statement alone).
  * Prints per round the wall µs per read and the source backend's CPU µs per read (/proc of the
  * connection's backend, user + system), and the medians. Run: `npx tsx bench/guard-merge-cost.ts [rounds] [reads]`.
@@ -16,7 +16,7 @@ import { createSourceDb } from '../test/integration/sources/source-db';
 import { PostgresSourceConnector } from '../src/sources/postgres/connector';
 import { scanCatalog } from '../src/sources/postgres/catalog';
 import { standaloneGuard } from '../src/sources/postgres/hierarchy';
-import { mergedGuard, type ReadGuard } from '../src/sources/postgres/portal-read';
+import type { ReadGuard } from '../src/sources/postgres/portal-read';
 import { analyzeSql } from '../src/sql/analyze';
 import { initSqlParser } from '../src/sql/parser';
 import { procCpuSplitMs } from './lib/cpu';
@@ -36,15 +36,15 @@ async function main(): Promise<void> {
     const fn = c.functionGuard(cat, a);
     if (!fn) throw new Error('no function guard for a statement using =');
     const hier = standaloneGuard([{ schema: 'public', name: 'customer' }]);
-    const apart: ReadGuard = { text: `${hier.text}-- apart`, values: hier.values };
-    if (!mergedGuard(fn, hier) || mergedGuard(fn, apart)) throw new Error('unexpected merge');
+    const offset = fn.values.length;
+    const merged: ReadGuard = { text: `${fn.text}\nUNION ALL\n${hier.text.replace(/\$([0-9]+)/g, (_, k: string) => `$${Number(k) + offset}`)}`, values: [...fn.values, ...hier.values] };
     const opts = { maxRows: 100, maxBytes: 1_000_000 };
     const backend = Number((await c.read('SELECT pg_catalog.pg_backend_pid()', [], opts)).rowsArray[0][0]);
     const cpu = () => {
       const x = procCpuSplitMs(backend);
       return x.user + x.system;
     };
-    const variants: Record<string, { functionGuard?: ReadGuard; guard?: ReadGuard }> = { merged: { functionGuard: fn, guard: hier }, apart: { functionGuard: fn, guard: apart }, none: {} };
+    const variants: Record<string, { functionGuard?: ReadGuard; guard?: ReadGuard }> = { merged: { functionGuard: merged }, apart: { functionGuard: fn, guard: hier }, none: {} };
     const run = async (v: string): Promise<[number, number]> => {
       const c0 = cpu();
       const t0 = process.hrtime.bigint();

@@ -9,8 +9,7 @@
  * statement) and the hierarchy guard of the relations it reads (hierarchy.ts `standaloneGuard`; sent
  * by the pipeline when the agent's policy is hierarchy-sensitive and the catalogue places the
  * relations in no tree, as for the bench's agent on Chinook's `track`); no settings binding (the
- * bench's agent has no row rules). When the connector merges the two guards into one statement
- * (`mergedGuard`), the floor sends the merged one too. Confirm on the wire with
+ * bench's agent has no row rules). Confirm on the wire with
  * `BENCH_DB=source bench/control-db-statements.ts` (same statements per call for both sides).
  */
 import pg from 'pg';
@@ -19,7 +18,6 @@ import type { ControlDb } from '../../src/control/db';
 import { analyzeSql, initSqlParser } from '../../src/sql/analyze';
 import { PostgresSourceConnector } from '../../src/sources/postgres/connector';
 import { standaloneGuard } from '../../src/sources/postgres/hierarchy';
-import * as portalRead from '../../src/sources/postgres/portal-read';
 import { resolveSettings, startupOptions } from '../../src/sources/postgres/settings';
 import type { GovernedFloorConfig } from './node-floor-server';
 
@@ -38,10 +36,7 @@ export async function governedFloorConfig(db: ControlDb, controlUrl: string, sou
   const fnGuard = a.userFunctions || a.resolvedNames || a.rowShapes || a.typeUses ? PostgresSourceConnector.prototype.functionGuard.call(null, catalog, a, a.rowShapes) : null;
   const relations = a.reads.map((r) => ({ schema: r.schema, name: r.table }));
   const hierGuard = relations.length > 0 ? standaloneGuard(relations) : null;
-  // After h28f the reader sends the two guards as one statement (portal-read.ts mergedGuard): so does the floor.
-  const merge = (portalRead as { mergedGuard?: (fn: { text: string; values: string[] }, g: { text: string; values: string[] }) => { text: string; values: string[] } | null }).mergedGuard;
-  const merged = fnGuard && hierGuard && merge ? merge(fnGuard, hierGuard) : null;
-  const preludes = merged ? [merged] : [fnGuard, hierGuard].filter((g): g is { text: string; values: string[] } => g !== null);
+  const preludes = [fnGuard, hierGuard].filter((g): g is { text: string; values: string[] } => g !== null);
   const src = (await db.pool.query<{ settings: Parameters<typeof resolveSettings>[0] }>('SELECT settings FROM sources WHERE id = $1', [sourceId])).rows[0];
   const options = startupOptions(resolveSettings(src.settings), true, catalog.searchPath);
   const c = new pg.Client({ connectionString: controlUrl });

@@ -121,39 +121,8 @@ export interface ReadOptions {
  */
 export const BIND_SETTINGS_SQL = 'SELECT pg_catalog.count(pg_catalog.set_config(s.name, s.value, true)) FROM ROWS FROM (pg_catalog.unnest($1::text[]), pg_catalog.unnest($2::text[])) AS s(name, value)';
 
-/** A command run before the statement in the same Sync: the settings' binding, then the guards (one merged statement, or the function guard then the guard). */
-type Prelude = 'settings' | 'functions' | 'guard' | 'guards';
-
-/** Merged guards per function guard and guard object (both memoised and frozen by their makers). */
-const merged = new WeakMap<ReadGuard, WeakMap<ReadGuard, ReadGuard | null>>();
-
-/**
- * The function guard `fn` and the guard `guard` as one statement (issue 28, task h28f): `fn`'s text,
- * `UNION ALL`, then `guard`'s text with its parameters renumbered after `fn`'s (`$k` →
- * `$(k + fn.values.length)`); the values are `fn`'s then `guard`'s. Both return no rows when they
- * hold and raise GUARD_SQLSTATE when they do not (every guard part is `SELECT 1 … WHERE` a CASE that
- * divides by zero), so the merged statement returns no rows when both hold and raises
- * GUARD_SQLSTATE when either does not, before the read's statement: one Bind/Execute and one
- * CommandComplete fewer per read (bench/control-db-statements.ts BENCH_DB=source: each costs the
- * source's backend about as much as a third of the statement's CPU). Which of the two tripped is not
- * told by the error: the read then runs once more with the two sent apart (read.ts), whose answer
- * classifies the trip exactly as before. Null (send them apart) when `guard`'s text holds a quote,
- * a comment or dollar quoting, where renumbering by pattern would not be sound. Memoised per pair
- * of objects, so the merged text is one string object per pair (the connection's statement lookup
- * hashes it once); frozen.
- */
-export function mergedGuard(fn: ReadGuard, guard: ReadGuard): ReadGuard | null {
-  let byGuard = merged.get(fn);
-  if (!byGuard) merged.set(fn, (byGuard = new WeakMap()));
-  const hit = byGuard.get(guard);
-  if (hit !== undefined) return hit;
-  const offset = fn.values.length;
-  const m = /['"]|\$\$|--|\/\*/.test(guard.text)
-    ? null
-    : Object.freeze({ text: `${fn.text}\nUNION ALL\n${guard.text.replace(/\$([0-9]+)/g, (_, k: string) => `$${Number(k) + offset}`)}`, values: Object.freeze([...fn.values, ...guard.values]) as string[] });
-  byGuard.set(guard, m);
-  return m;
-}
+/** A command run before the statement in the same Sync: the settings' binding, then the guard. */
+type Prelude = 'settings' | 'functions' | 'guard';
 
 /** A type not loaded yet: its text, as the mapping gives every non-array type it does not list. */
 const textValue: Decoder = (s) => s;
@@ -277,12 +246,6 @@ export class PortalRead {
   guardTripped = false;
   /** The function guard raised an error: the statement was not executed. */
   functionsChanged = false;
-  /**
-   * The merged guard (mergedGuard: function guard and guard in one statement) raised an error: the
-   * statement was not executed, and which of the two tripped is not known (read.ts runs the read
-   * again with them apart).
-   */
-  guardsTripped = false;
   private readonly onParameterStatus = () => {
     this.unexpected ??= 'session parameter changed';
   };
@@ -304,8 +267,6 @@ export class PortalRead {
     private readonly guard?: ReadGuard,
     private readonly settings?: ReadonlyArray<readonly [string, string]>,
     private readonly functionGuard?: ReadGuard,
-    /** Send the function guard and the guard as two statements (after a merged guard tripped), not merged. */
-    private readonly guardsApart = false,
   ) {}
 
   /**
@@ -344,14 +305,11 @@ export class PortalRead {
     const st = statementsOf(connection);
     // The preludes' names first: a statement's new name must not evict them within this round trip.
     const binding = this.settings && this.settings.length > 0 ? this.statementFor(st, BIND_SETTINGS_SQL, false, connection) : null;
-    // Both guards: one statement (mergedGuard) unless they must go apart.
-    const both = this.functionGuard && this.guard && !this.guardsApart ? mergedGuard(this.functionGuard, this.guard) : null;
-    const bothStatement = both ? this.statementFor(st, both.text, false, connection) : null;
-    const fnGuard = this.functionGuard && !both ? this.statementFor(st, this.functionGuard.text, false, connection) : null;
-    const guard = this.guard && !both ? this.statementFor(st, this.guard.text, false, connection) : null;
+    const fnGuard = this.functionGuard ? this.statementFor(st, this.functionGuard.text, false, connection) : null;
+    const guard = this.guard ? this.statementFor(st, this.guard.text, false, connection) : null;
     const main = this.statementFor(st, this.text, this.reparse, connection);
     this.usedNamedStatement = main.existing;
-    this.pending = [...(binding ? (['settings'] as const) : []), ...(bothStatement ? (['guards'] as const) : []), ...(fnGuard ? (['functions'] as const) : []), ...(guard ? (['guard'] as const) : [])];
+    this.pending = [...(binding ? (['settings'] as const) : []), ...(fnGuard ? (['functions'] as const) : []), ...(guard ? (['guard'] as const) : [])];
     const known = main.existing ? st.described.get(main.name) : undefined;
     if (known) this.useDescription(known);
     else if (main.name !== '') this.describing = { st, name: main.name };
@@ -366,11 +324,6 @@ export class PortalRead {
         // Everything up to the Sync is one implicit transaction: the values are gone once it ends.
         if (binding.parse) connection.parse({ name: binding.name, text: BIND_SETTINGS_SQL });
         connection.bind({ portal: '', statement: binding.name, values: [prepareValue(this.settings.map((x) => x[0])), prepareValue(this.settings.map((x) => x[1]))] });
-        connection.execute({ portal: '', rows: 0 });
-      }
-      if (bothStatement && both) {
-        if (bothStatement.parse) connection.parse({ name: bothStatement.name, text: both.text });
-        connection.bind({ portal: '', statement: bothStatement.name, values: both.values });
         connection.execute({ portal: '', rows: 0 });
       }
       if (fnGuard && this.functionGuard) {
@@ -420,7 +373,7 @@ export class PortalRead {
   handleDataRow(msg: { fields: Array<string | null> }): void {
     if (this.pending.length > 0) {
       // The binding's one row (its count) is expected and dropped; a guard returns none.
-      if (this.pending[0] !== 'settings') this.unexpected ??= 'guard returned rows';
+      if (this.pending[0] === 'guard' || this.pending[0] === 'functions') this.unexpected ??= 'guard returned rows';
       return;
     }
     if (this.full) return;
@@ -484,7 +437,6 @@ export class PortalRead {
   handleError(err: unknown): void {
     if (this.pending[0] === 'guard') this.guardTripped = true;
     if (this.pending[0] === 'functions') this.functionsChanged = true;
-    if (this.pending[0] === 'guards') this.guardsTripped = true;
     this.finish(err);
   }
 

@@ -165,7 +165,7 @@ function readFrom(ctx: StatementContext, sql: string, values: unknown[], opts: R
           // The connection's prepared statement went stale (a catalogue change altered its result
           // columns): parse the approved text again, once, on the same connection.
           reparsed = true;
-          q = portalRead(true);
+          q = new PortalRead(sql, values, opts.maxRows, opts.maxBytes, finish, types, true, opts.guard, opts.settings, opts.functionGuard);
           client.query(q as unknown as pg.Submittable);
           return;
         }
@@ -176,21 +176,11 @@ function readFrom(ctx: StatementContext, sql: string, values: unknown[], opts: R
             () => {
               if (settled) return;
               guard.arm(readWireBudget(opts.maxBytes), overBudget);
-              q = portalRead(false);
+              q = new PortalRead(sql, values, opts.maxRows, opts.maxBytes, finish, types, false, opts.guard, opts.settings, opts.functionGuard);
               client.query(q as unknown as pg.Submittable);
             },
             (loadErr: unknown) => finish(loadErr),
           );
-          return;
-        }
-        if (err !== null && !guardsApart && q.guardsTripped && q.unexpected === null && (err as { code?: unknown }).code === GUARD_SQLSTATE && isServerError(err) && !isFatalServerError(err)) {
-          // The merged guard tripped (portal-read.ts mergedGuard): the statement was not executed and the
-          // connection is clean. Which guard said no decides what follows (a rescan, or the hierarchy's
-          // full check): run the read once more on this connection with the two apart, whose answer
-          // classifies the trip as they always did.
-          guardsApart = true;
-          q = portalRead(false);
-          client.query(q as unknown as pg.Submittable);
           return;
         }
         if (err !== null && !reparsed && !typesLoaded && guard.meter.answered === 0 && isConnectionLost(err)) {
@@ -271,11 +261,8 @@ function readFrom(ctx: StatementContext, sql: string, values: unknown[], opts: R
       const onAbort = () => giveUp('cancelled');
       let reparsed = false;
       let typesLoaded = false;
-      /** A merged guard tripped: the function guard and the guard go as two statements from now on in this read. */
-      let guardsApart = false;
       const types = sourceTypesOf(ctx.pools);
-      const portalRead = (reparse: boolean) => new PortalRead(sql, values, opts.maxRows, opts.maxBytes, finish, types, reparse, opts.guard, opts.settings, opts.functionGuard, guardsApart);
-      let q = portalRead(false);
+      let q = new PortalRead(sql, values, opts.maxRows, opts.maxBytes, finish, types, false, opts.guard, opts.settings, opts.functionGuard);
       client.on('error', onClientError);
       if (signal?.aborted) {
         settle();
