@@ -8,6 +8,14 @@
  *  - toolbox-sql / toolbox-exec: MCP Toolbox's `postgres-sql` ($1) and `postgres-execute-sql`;
  *  - node-floor / node-floor-audit: node:http + `pg` with no governance, without and with a
  *    group-committed durable audit row per answer (bench/lib/node-floor-server.ts);
+ *  - node-floor-governed / node-floor-governed-1 (issue 28, task h28f): the governed floor — the floor
+ *    doing exactly the I/O InterLock does for this call, no governance JavaScript: InterLock's source
+ *    preludes (guards) in the statement's round trip, and InterLock's own trail written by InterLock's
+ *    own writer (format 3, chain hash per batch; the gateway's two overlapped lanes, or one commit in
+ *    flight), bench/lib/governed-floor.ts; the targets block gives each target's value on it and a
+ *    verdict (met / reachable in principle / unreachable here, with the I/O that sets it);
+ *  - interlock-base (BENCH_BASE_ROOT: another checkout, compiled): its `interlock serve` as a further
+ *    side, for a paired before/after in one run;
  *  - direct: `pg` in this process (no HTTP; the Node driver, as before): the cached read's baseline.
  *  - interlock-x2 / node-floor-audit-x2 (BENCH_WORKERS, default 2; 1 leaves them out): the same two
  *    as node:cluster primaries with that many worker processes on one port (bench/lib/cluster-serve.ts;
@@ -30,6 +38,7 @@ import { CpuMeter, processTree } from './lib/cpu';
 import { gatewayVars, SkipError, startServe, startTsChild, withBenchEnv, type GatewayChild } from './lib/env';
 import { BENCH_PROTOCOL_VERSION, McpHttpClient, structuredResult } from './lib/http';
 import type { LoadRun } from './lib/load';
+import { governedFloorConfig } from './lib/governed-floor';
 import { FLOOR_TOOL } from './lib/node-floor-server';
 import { POINT_SQL, preflight, runDirectPointReads, SOURCE_POOL_SIZE, TRACKS } from './lib/point-read';
 import { concurrencyLevels, emitResult, envInt, envSeconds, machineLine, ratio, round, table } from './lib/stats';
@@ -79,6 +88,17 @@ async function main(): Promise<void> {
       const floor = want('node-floor') ? await startTsChild('bench/lib/node-floor-server.ts', floorVars) : null;
       const floorAudit = await startTsChild('bench/lib/node-floor-server.ts', { ...floorVars, BENCH_FLOOR_AUDIT_URL: env.controlUrl });
       gws.push(...[uncached, cached, floor, floorAudit].filter((g): g is GatewayChild => g !== null));
+      const base = process.env.BENCH_BASE_ROOT && want('interlock-base') ? await startServe(gatewayVars(env.controlUrl, { cacheTtlMs: 1 }), undefined, process.env.BENCH_BASE_ROOT) : null;
+      if (base) gws.push(base);
+      // The governed floor (h28f): configured from the gateway's own catalogue, guards and audit event (after its preflight).
+      await preflight(uncached.url, env.apiKey, pool);
+      const governedSide = async (lanes: number) => {
+        const g = await startTsChild('bench/lib/node-floor-server.ts', { ...floorVars, BENCH_FLOOR_AUDIT_URL: env.controlUrl, BENCH_FLOOR_GOVERNED: JSON.stringify(await governedFloorConfig(env.db, env.controlUrl, 'chinook', POINT_SQL, lanes)) });
+        gws.push(g);
+        return g;
+      };
+      const governed = want('node-floor-governed') ? await governedSide(2) : null;
+      const governed1 = want('node-floor-governed-1') ? await governedSide(1) : null;
       // More than one event loop (issue 28): both the gateway and the audited floor, so the comparison stays fair.
       const workers = envInt('BENCH_WORKERS', 2);
       const multi = workers > 1 ? { il: await startTsChild('bench/lib/cluster-serve.ts', { ...gatewayVars(env.controlUrl, { cacheTtlMs: 1 }), BENCH_CLUSTER_WORKERS: String(workers) }), floor: await startTsChild('bench/lib/node-floor-server.ts', { ...floorVars, BENCH_FLOOR_AUDIT_URL: env.controlUrl, BENCH_FLOOR_WORKERS: String(workers) }) } : null;
@@ -86,7 +106,7 @@ async function main(): Promise<void> {
         gws.push(multi.il, multi.floor);
         await preflight(multi.il.url, env.apiKey, pool);
       }
-      await preflight(uncached.url, env.apiKey, pool);
+      if (base) await preflight(base.url, env.apiKey, pool);
       if (cached) {
         await preflight(cached.url, env.apiKey, pool);
         const warm = new McpHttpClient(cached.url, { apiKey: env.apiKey, maxSockets: 1 });
@@ -106,6 +126,9 @@ async function main(): Promise<void> {
         ...(floor ? { 'node-floor': { url: floor.url, bodies: ids(256).map((id) => rpc(FLOOR_TOOL, { track_id: id })), headers: mcpHeaders, expect: '"row_count":1', pids: [floor.pid] } } : {}),
         ...(dbhub ? { dbhub: { url: dbhub.url, bodies: ids(256).map((id) => rpc(DBHUB_SQL_TOOL, { sql: POINT_SQL.replace('$1', String(id)) })), headers: mcpHeaders, expect: 'unit_price', pids: [dbhub.pid] } } : {}),
         'node-floor-audit': { url: floorAudit.url, bodies: ids(256).map((id) => rpc(FLOOR_TOOL, { track_id: id })), headers: mcpHeaders, expect: '"row_count":1', pids: [floorAudit.pid] },
+        ...(governed ? { 'node-floor-governed': { url: governed.url, bodies: ids(256).map((id) => rpc(FLOOR_TOOL, { track_id: id })), headers: mcpHeaders, expect: '"row_count":1', pids: [governed.pid] } } : {}),
+        ...(governed1 ? { 'node-floor-governed-1': { url: governed1.url, bodies: ids(256).map((id) => rpc(FLOOR_TOOL, { track_id: id })), headers: mcpHeaders, expect: '"row_count":1', pids: [governed1.pid] } } : {}),
+        ...(base ? { 'interlock-base': { url: base.url, bodies: ilBodies(), headers: ilHeaders, expect: '"row_count":1,', pids: [base.pid] } } : {}),
         ...(multi
           ? {
               [`interlock-x${workers}`]: { url: multi.il.url, bodies: ilBodies(), headers: ilHeaders, expect: '"row_count":1,', pids: processTree(multi.il.pid) },
@@ -126,6 +149,8 @@ async function main(): Promise<void> {
 
       type Acc = { ops: number; all: number; ms: number; p50: number[]; cpu: Record<string, number>; driver: number; load: number[] };
       const acc = new Map<string, Acc>();
+      /** calls/s of each side and concurrency, round by round (paired comparisons). */
+      const perRound = new Map<string, number[]>();
       for (let r = 0; r < rounds; r++) {
         for (const c of levels) {
           for (const s of sides) {
@@ -144,6 +169,7 @@ async function main(): Promise<void> {
             a.driver += 'driverCpuMs' in x ? x.driverCpuMs : cpu.client;
             a.load.push(loadavg()[0]);
             acc.set(k, a);
+            perRound.set(k, [...(perRound.get(k) ?? []), (x.ops * 1000) / x.elapsedMs]);
             console.log(`  round ${r + 1}/${rounds} c=${c} ${s}: ${((x.ops * 1000) / x.elapsedMs).toFixed(0)} calls/s, load ${loadavg()[0].toFixed(1)}`);
           }
         }
@@ -154,20 +180,22 @@ async function main(): Promise<void> {
       console.log(`\nload average (1 min) during the runs: ${Math.min(...loads).toFixed(1)}–${Math.max(...loads).toFixed(1)}`);
       console.log('\ncalls per second and CPU µs per call (server = the side\'s process; driver = wrk, or this process for direct):');
       console.log(table(['side', 'conc', 'calls/s', 'p50 ms', 'server', 'control DB', 'source DB', 'driver'], sides.flatMap((s) => levels.map((c) => [s, c, round(ops(s, c), 0), round(acc.get(`${s}@${c}`)!.p50.filter(Number.isFinite).sort((a, b) => a - b)[Math.floor(rounds / 2)] ?? NaN, 2), us(s, c, 'gateway'), us(s, c, 'controlDb'), us(s, c, 'sourceDb'), us(s, c, 'driver')]))));
-      const targets: Array<[string, number, number, boolean]> = [];
+      const targets: Array<[string, number, number, boolean, number?]> = [];
       // The audited floor ÷ direct pg bounds what any answer that waits for its own durable audit
       // commit (contract: "audited before its answer") can reach against direct pg in this run.
       const floors: Array<[number, number, number]> = [];
-      const t = (name: string, value: number, goal: number, atMost = false) => void (Number.isFinite(value) && targets.push([name, round(value, 3), goal, atMost ? value <= goal : value >= goal]));
+      // `governed`: the target's value on the governed floor (node-floor-governed, h28f), when measured.
+      const t = (name: string, value: number, goal: number, atMost = false, governed = NaN) => void (Number.isFinite(value) && targets.push([name, round(value, 3), goal, atMost ? value <= goal : value >= goal, round(governed, 3)]));
+      const gov = 'node-floor-governed';
       for (const c of levels) {
-        t(`c=${c} IL / node-floor-audit`, ops('interlock', c) / ops('node-floor-audit', c), 0.8);
-        t(`c=${c} IL / Toolbox postgres-sql`, ops('interlock', c) / ops('toolbox-sql', c), c === 8 ? 0.5 : 0.8);
-        if (c === 32) t(`c=${c} IL / Toolbox execute-sql`, ops('interlock', c) / ops('toolbox-exec', c), 1.2);
-        if (c === 8) t(`c=${c} gateway CPU µs/call`, us('interlock', c, 'gateway'), 250, true);
-        t(`c=${c} control-DB CPU µs/call`, us('interlock', c, 'controlDb'), c === 8 ? 60 : 30, true);
+        t(`c=${c} IL / node-floor-audit`, ops('interlock', c) / ops('node-floor-audit', c), 0.8, false, ops(gov, c) / ops('node-floor-audit', c));
+        t(`c=${c} IL / Toolbox postgres-sql`, ops('interlock', c) / ops('toolbox-sql', c), c === 8 ? 0.5 : 0.8, false, ops(gov, c) / ops('toolbox-sql', c));
+        if (c === 32) t(`c=${c} IL / Toolbox execute-sql`, ops('interlock', c) / ops('toolbox-exec', c), 1.2, false, ops(gov, c) / ops('toolbox-exec', c));
+        if (c === 8) t(`c=${c} gateway CPU µs/call`, us('interlock', c, 'gateway'), 250, true, us(gov, c, 'gateway'));
+        t(`c=${c} control-DB CPU µs/call`, us('interlock', c, 'controlDb'), c === 8 ? 60 : 30, true, us(gov, c, 'controlDb'));
         t(`c=${c} cached / direct pg`, ops('interlock-cached', c) / ops('direct', c), 0.6);
         floors.push([c, ops('node-floor-audit', c) / ops('direct', c), ops('interlock-cached', c) / ops('node-floor-audit', c)]);
-        if (c === 8 && dbhub) t(`c=${c} IL / DBHub 1.4.0`, ops('interlock', c) / ops('dbhub', c), 3);
+        if (c === 8 && dbhub) t(`c=${c} IL / DBHub 1.4.0`, ops('interlock', c) / ops('dbhub', c), 3, false, ops(gov, c) / ops('dbhub', c));
         if (multi) {
           const x = `interlock-x${workers}`;
           t(`c=${c} IL x${workers} / node-floor-audit`, ops(x, c) / ops('node-floor-audit', c), 0.8);
@@ -178,7 +206,28 @@ async function main(): Promise<void> {
         }
       }
       console.log('\ntargets (issue 28):');
-      for (const [name, v, goal, met] of targets) console.log(`  ${name}: ${name.includes('µs') ? v : ratio(v)} (${name.includes('µs') ? `≤ ${goal}` : `≥ ${goal}×`}) ${met ? 'MET' : 'NOT MET'}`);
+      for (const [name, v, goal, met, g] of targets) {
+        const atMost = name.includes('µs');
+        // The verdict against the governed floor (h28f): met; reachable in principle (the floor is beyond the target); unreachable here.
+        const gMeets = g !== undefined && Number.isFinite(g) && (atMost ? g <= goal : g >= goal);
+        const verdict = g === undefined || !Number.isFinite(g) ? '' : ` | governed floor ${atMost ? g : ratio(g)}: ${met ? 'met' : gMeets ? 'reachable in principle (the floor is beyond the target)' : `unreachable here (even the governed floor misses it; ${name.includes('control-DB') ? "set by InterLock's trail append and commit" : name.includes('gateway') ? "set by the floor's own process: node:http, pg, the trail writer's hashing and rows" : 'set by the I/O below'})`}`;
+        console.log(`  ${name}: ${atMost ? v : ratio(v)} (${atMost ? `≤ ${goal}` : `≥ ${goal}×`}) ${met ? 'MET' : 'NOT MET'}${verdict}`);
+      }
+      if (acc.has(`${gov}@${levels[0]}`)) {
+        console.log(`\nthe governed floor's I/O over node-floor-audit's (CPU µs per call; h28f):`);
+        for (const c of levels) {
+          const d = (side: string, g: string) => round(us(side, c, g) - us('node-floor-audit', c, g), 0);
+          console.log(`  c=${c} ${gov}: source DB +${d(gov, 'sourceDb')} (InterLock's source preludes), control DB +${d(gov, 'controlDb')} (InterLock's trail, chained format-3 batches), own process +${d(gov, 'gateway')}, calls/s ${ratio(ops(gov, c) / ops('node-floor-audit', c))} of the floor's` +
+            (acc.has(`${gov}-1@${c}`) ? `; one commit in flight (${gov}-1): calls/s ${ratio(ops(`${gov}-1`, c) / ops(gov, c))} of two lanes', control DB ${us(`${gov}-1`, c, 'controlDb')} against ${us(gov, c, 'controlDb')} µs/call` : ''));
+        }
+      }
+      if (acc.has(`interlock-base@${levels[0]}`)) {
+        console.log(`\nbefore/after (BENCH_BASE_ROOT ${process.env.BENCH_BASE_ROOT}): interlock ÷ interlock-base, calls/s per round (paired), and CPU µs per call over all rounds:`);
+        for (const c of levels) {
+          const pairs = perRound.get(`interlock@${c}`)!.map((x, i) => ratio(x / perRound.get(`interlock-base@${c}`)![i]));
+          console.log(`  c=${c}: ${ratio(ops('interlock', c) / ops('interlock-base', c))} (rounds ${pairs.join(', ')}); gateway ${us('interlock', c, 'gateway')} / ${us('interlock-base', c, 'gateway')}, source DB ${us('interlock', c, 'sourceDb')} / ${us('interlock-base', c, 'sourceDb')}, control DB ${us('interlock', c, 'controlDb')} / ${us('interlock-base', c, 'controlDb')}`);
+        }
+      }
       if (!dbhub && want('dbhub')) console.log('  IL / DBHub 1.4.0 at c=8 (≥ 3×): not measured, DBHub is not installed here');
       if (multi) {
         console.log(`\n${workers} worker processes against one (go / no-go: ≥ 1.15× calls/s at c=32 or c=8):`);

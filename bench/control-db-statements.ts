@@ -10,7 +10,8 @@
  * Needs a PostgreSQL server with `shared_preload_libraries = 'pg_stat_statements'` (a private
  * cluster: INTERLOCK_TEST_PG_URL=postgres://root@127.0.0.1:PORT/postgres) and the extension created
  * in that URL's database; `pg_stat_statements.track_planning = on` shows planning time too.
- * Statement texts are shortened to 110 characters. Environment: BENCH_SECONDS (4), BENCH_CONCURRENCY
+ * BENCH_DB=source counts the source database instead (what each prelude and the statement cost it; h28f);
+ * BENCH_GOVERNED=1 adds the governed floor (bench/lib/governed-floor.ts). Statement texts are shortened to 110 characters. Environment: BENCH_SECONDS (4), BENCH_CONCURRENCY
  * (8,32), BENCH_FLOOR (0), BENCH_TOP (12 statements per side), BENCH_GAP_SECONDS (idle time before each
  * measured run, as a side waits between its rounds in bench 08), BENCH_SERVE_ROOT (the checkout whose compiled
  * `interlock serve` runs: another tree's build for a before/after). Run:
@@ -22,6 +23,7 @@ import { ADMIN_URL } from '../test/helpers/pg';
 import { CpuMeter, procCpuSplitMs } from './lib/cpu';
 import { gatewayVars, startServe, startTsChild, withBenchEnv, type GatewayChild } from './lib/env';
 import { BENCH_PROTOCOL_VERSION } from './lib/http';
+import { governedFloorConfig } from './lib/governed-floor';
 import { FLOOR_TOOL } from './lib/node-floor-server';
 import { POINT_SQL, preflight, SOURCE_POOL_SIZE, TRACKS } from './lib/point-read';
 import { concurrencyLevels, envInt, envSeconds, machineLine, round, table } from './lib/stats';
@@ -60,7 +62,9 @@ async function main(): Promise<void> {
   console.log(machineLine());
   try {
     await withBenchEnv({}, async (env) => {
-      const dbName = new URL(env.controlUrl).pathname.slice(1);
+      // BENCH_DB=source: the source database's statements and backends instead (task h28f: what each prelude costs the source).
+      const onSource = process.env.BENCH_DB === 'source';
+      const dbName = onSource ? env.demo.databaseName : new URL(env.controlUrl).pathname.slice(1);
       const dbid = (await admin.query<{ oid: number }>('SELECT oid FROM pg_database WHERE datname = $1', [dbName])).rows[0].oid;
       const gws: GatewayChild[] = [];
       const pool = new pg.Pool({ ...env.reader, max: 2 });
@@ -77,6 +81,12 @@ async function main(): Promise<void> {
           gws.push(floor);
           sides.push({ name: 'node-floor-audit', url: floor.url, bodies: ids(256).map((id) => rpc(FLOOR_TOOL, { track_id: id })), headers: mcpHeaders, expect: '"row_count":1', pid: floor.pid });
         }
+        if (process.env.BENCH_GOVERNED === '1') {
+          // The governed floor (h28f, bench/lib/governed-floor.ts): InterLock's source preludes and InterLock's own trail writer.
+          const g = await startTsChild('bench/lib/node-floor-server.ts', { BENCH_FLOOR_READER: JSON.stringify(env.reader), BENCH_FLOOR_SQL: POINT_SQL, BENCH_FLOOR_POOL: String(SOURCE_POOL_SIZE), BENCH_FLOOR_AUDIT_URL: env.controlUrl, BENCH_FLOOR_GOVERNED: JSON.stringify(await governedFloorConfig(env.db, env.controlUrl, 'chinook', POINT_SQL)) });
+          gws.push(g);
+          sides.push({ name: 'node-floor-governed', url: g.url, bodies: ids(256).map((id) => rpc(FLOOR_TOOL, { track_id: id })), headers: mcpHeaders, expect: '"row_count":1', pid: g.pid });
+        }
         for (const s of sides) console.log(`  pre-warm ${s.name}: ${(await runWrk({ ...s, concurrency: 8, durationMs: 4000 })).allOps} calls`);
         for (const c of levels) {
           for (const s of sides) {
@@ -91,10 +101,11 @@ async function main(): Promise<void> {
             const backends = (await admin.query<{ pid: number }>('SELECT pid FROM pg_stat_activity WHERE datname = $1 AND pid <> pg_backend_pid()', [dbName])).rows.map((r) => r.pid);
             const split0 = backends.map((p) => procCpuSplitMs(p));
             const lsn0 = (await admin.query<{ l: string }>('SELECT pg_current_wal_lsn()::text AS l')).rows[0].l;
-            const meter = new CpuMeter({ controlDb: { databases: [dbName] } });
+            const meter = new CpuMeter({ [onSource ? 'sourceDb' : 'controlDb']: { databases: [dbName] } });
             await meter.start();
             const x = await runWrk({ ...s, concurrency: c, durationMs });
-            const cpu = await meter.stop();
+            const cpuAll = await meter.stop();
+            const cpu = { controlDb: onSource ? cpuAll.sourceDb : cpuAll.controlDb };
             await meter.close();
             const lsn1 = (await admin.query<{ l: string }>('SELECT pg_current_wal_lsn()::text AS l')).rows[0].l;
             const split1 = backends.map((p) => procCpuSplitMs(p));
@@ -113,7 +124,7 @@ async function main(): Promise<void> {
             const n = x.allOps;
             const per = (v: number | string, k = 1) => round((Number(v) / n) * k, 3);
             const all = st.rows.reduce((a, r) => ({ calls: a.calls + Number(r.calls), exec: a.exec + r.total_exec_time, plan: a.plan + r.total_plan_time, wal: a.wal + Number(r.wal_bytes) }), { calls: 0, exec: 0, plan: 0, wal: 0 });
-            console.log(`\n${s.name} c=${c}: ${n} calls, ${round((x.ops * 1000) / x.elapsedMs, 0)} calls/s; control DB CPU ${per(cpu.controlDb, 1000)} µs/call; commits ${per(c1 - c0)}/call; WAL ${per(w1 - w0)} bytes/call (cluster); statements ${per(all.calls)}/call, exec ${per(all.exec, 1000)} µs/call, plan ${per(all.plan, 1000)} µs/call, statement WAL ${per(all.wal)} bytes/call`);
+            console.log(`\n${s.name} c=${c}: ${n} calls, ${round((x.ops * 1000) / x.elapsedMs, 0)} calls/s; ${onSource ? 'source' : 'control'} DB CPU ${per(cpu.controlDb, 1000)} µs/call; commits ${per(c1 - c0)}/call; WAL ${per(w1 - w0)} bytes/call (cluster); statements ${per(all.calls)}/call, exec ${per(all.exec, 1000)} µs/call, plan ${per(all.plan, 1000)} µs/call, statement WAL ${per(all.wal)} bytes/call`);
             console.log(`  of the backends present at the start: system (kernel) CPU ${per(sys, 1000)} µs/call`);
             if (process.env.BENCH_WALDUMP) {
               // BENCH_WALDUMP: the server's pg_wal directory, read by pg_waldump (same host): WAL by record type over the run.
