@@ -10,8 +10,10 @@
  * rolled back and the approval fails `catalog_stale` (the source is rescanned; requeued and approved
  * again, the write is reviewed against what the table now runs).
  *
- * The fingerprint (writeHooksSql, ONE expression used by both) covers, per relation: its oid and
- * relrowsecurity/relforcerowsecurity; its triggers (pg_trigger `oid:xmin`, internal ones included,
+ * The fingerprint (writeHooksSql, ONE expression used by both) covers, per relation: its oid,
+ * relrowsecurity/relforcerowsecurity, its owner (row-level security does not apply to the owner
+ * unless forced; rt44a O1) and its view options check_option, security_barrier and
+ * security_invoker (rt44a O2); its triggers (pg_trigger `oid:xmin`, internal ones included,
  * each with its function's pg_proc `oid:xmin`: a trigger created, altered, enabled or disabled, or its
  * function replaced); its rewrite rules (pg_rewrite `oid:xmin`, a view's `_RETURN` included: a
  * redefined view); its row-level security policies (pg_policy `oid:xmin`); its column defaults and
@@ -79,7 +81,8 @@ function typesReached(rel: string): string {
 export function writeHooksSql(rel: string): string {
   const list = (expr: string, from: string, order: string) => `coalesce((SELECT pg_catalog.string_agg(${expr}, ',' ORDER BY ${order}) FROM ${from}), '')`;
   return `pg_catalog.concat_ws('|', ${rel}::text,
-    (SELECT hc.relrowsecurity::text || hc.relforcerowsecurity::text FROM pg_catalog.pg_class hc WHERE hc.oid = ${rel}),
+    (SELECT hc.relrowsecurity::text || hc.relforcerowsecurity::text || '/' || hc.relowner::text || coalesce('/' || (SELECT pg_catalog.string_agg(ho, ',' ORDER BY ho)
+        FROM pg_catalog.unnest(hc.reloptions) AS ho WHERE pg_catalog.split_part(ho, '=', 1) IN ('check_option', 'security_barrier', 'security_invoker')), '') FROM pg_catalog.pg_class hc WHERE hc.oid = ${rel}),
     'T' || ${list(`ht.oid::text || ':' || ht.xmin::text || '/' || coalesce(hp.oid::text || ':' || hp.xmin::text, '-')`, `pg_catalog.pg_trigger ht LEFT JOIN pg_catalog.pg_proc hp ON hp.oid = ht.tgfoid WHERE ht.tgrelid = ${rel}`, 'ht.oid')},
     'R' || ${list(`hw.oid::text || ':' || hw.xmin::text`, `pg_catalog.pg_rewrite hw WHERE hw.ev_class = ${rel}`, 'hw.oid')},
     'P' || ${list(`hl.oid::text || ':' || hl.xmin::text`, `pg_catalog.pg_policy hl WHERE hl.polrelid = ${rel}`, 'hl.oid')},

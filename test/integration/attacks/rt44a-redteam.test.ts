@@ -20,11 +20,17 @@
  *     expression, a row-level security policy) replaced after the write was queued: the fingerprint
  *     recorded the hook's own row, not what it calls. Now it includes every function and operator a
  *     hook depends on (pg_depend), to any depth of SQL-standard bodies.
+ *  X2 (high, fixed) the same for the function a written column's domain CHECK calls.
  *  D5 (high, not fixed, test.failing) a function a plpgsql trigger function calls, replaced after the
  *     write was queued: PostgreSQL records no dependency of a plpgsql body, so nothing ties it to the
  *     table.
- * Held: a trigger on an existing partition, a partition attached after queueing, a view's INSTEAD OF
- * trigger (P1–P3).
+ *  O1 (low, fixed) the table's owner changed to the writer role (needs membership in it): row-level
+ *     security stops applying to the write. O2 (low, fixed) a view's check_option removed: a row
+ *     outside the view is written. The fingerprint now holds relowner and the view options.
+ * Held: an assignment cast created after queueing (X1, the type guard); a user operator class's
+ * support function (D6, the function guard); a trigger on an existing partition, a partition attached
+ * after queueing, a view's INSTEAD OF trigger (P1–P3). Controls: a deferred constraint trigger (C1), a
+ * view whose owner may not lock its base table (C2: the lock is skipped, the guards still run).
  */
 import pg from 'pg';
 import { startGovernedEnv, callTool, sourceQuery, type GovernedEnv } from '../../helpers/governed';
@@ -79,6 +85,16 @@ beforeAll(async () => {
      CREATE TABLE public.rt44_part_1 PARTITION OF public.rt44_part FOR VALUES IN (1);
      CREATE TABLE public.rt44_part_2 (id int NOT NULL, v text);
      CREATE TABLE public.rt44_base (id int PRIMARY KEY, v text);
+     CREATE FUNCTION public.rt44_hashfn(t text) RETURNS int LANGUAGE sql IMMUTABLE AS $f$ SELECT pg_catalog.hashtext(t) $f$;
+     CREATE OPERATOR CLASS public.rt44_hash_ops FOR TYPE text USING hash AS OPERATOR 1 pg_catalog.= (text, text), FUNCTION 1 public.rt44_hashfn(text);
+     CREATE TABLE public.rt44_opc_t (id int PRIMARY KEY, v text);
+     CREATE INDEX rt44_opc_idx ON public.rt44_opc_t USING hash (v public.rt44_hash_ops);
+     INSERT INTO public.rt44_opc_t VALUES (1, 'one');
+     CREATE TABLE public.rt44_own_t (id int PRIMARY KEY, v text);
+     INSERT INTO public.rt44_own_t VALUES (1, 'one'), (2, 'two');
+     ALTER TABLE public.rt44_own_t ENABLE ROW LEVEL SECURITY;
+     CREATE POLICY rt44_own_pol ON public.rt44_own_t USING (id = 1);
+     CREATE VIEW public.rt44_cview AS SELECT id, v FROM public.rt44_base WHERE id < 10 WITH CHECK OPTION;
      CREATE TYPE public.rt44_mood AS ENUM ('calm', 'busy');
      CREATE FUNCTION public.rt44_dom_ok(t text) RETURNS boolean LANGUAGE plpgsql IMMUTABLE AS $f$ BEGIN RETURN true; END $f$;
      CREATE DOMAIN public.rt44_dom AS text CHECK (public.rt44_dom_ok(VALUE));
@@ -102,13 +118,13 @@ beforeAll(async () => {
      INSERT INTO public.rt44_pol_t VALUES (1, 'one');
      INSERT INTO public.rt44_cal_t VALUES (1, 'one');
      INSERT INTO public.rt44_base VALUES (1, 'one');
-     GRANT SELECT, INSERT, UPDATE, DELETE ON public.rt44_cast_t, public.rt44_def_log, public.rt44_t, public.rt44_def_t, public.rt44_chk_t, public.rt44_idx_t, public.rt44_pol_t, public.rt44_cal_t, public.rt44_part, public.rt44_view TO ${wr};
+     GRANT SELECT, INSERT, UPDATE, DELETE ON public.rt44_opc_t, public.rt44_own_t, public.rt44_cview, public.rt44_cast_t, public.rt44_def_log, public.rt44_t, public.rt44_def_t, public.rt44_chk_t, public.rt44_idx_t, public.rt44_pol_t, public.rt44_cal_t, public.rt44_part, public.rt44_view TO ${wr};
      GRANT SELECT ON ALL TABLES IN SCHEMA public TO "${env.demo.readerRole}";`,
   );
   await rescan();
   await upsertRole(env.db, {
     name: 'rt44-writer',
-    statements: ['rt44_cast_t', 'rt44_def_log', 'rt44_tview', 'rt44_t', 'rt44_def_t', 'rt44_chk_t', 'rt44_idx_t', 'rt44_pol_t', 'rt44_cal_t', 'rt44_part', 'rt44_view'].flatMap((t) => [
+    statements: ['rt44_opc_t', 'rt44_own_t', 'rt44_cview', 'rt44_cast_t', 'rt44_def_log', 'rt44_tview', 'rt44_t', 'rt44_def_t', 'rt44_chk_t', 'rt44_idx_t', 'rt44_pol_t', 'rt44_cal_t', 'rt44_part', 'rt44_view'].flatMap((t) => [
       { effect: 'allow' as const, action: 'read' as const, resource: `public.${t}` },
       { effect: 'allow' as const, action: 'write' as const, resource: `public.${t}` },
     ]),
@@ -266,6 +282,17 @@ describe('functions a hook reaches, replaced after the write was queued', () => 
     }
   });
 
+  test('D6 (held) the support function of a user operator class a hash index on the written column uses (the function guard already counted it as run by the write; the fingerprint now holds it too)', async () => {
+    const id = await queue("UPDATE rt44_opc_t SET v = 'd6' WHERE id = 1");
+    await sourceQuery(env, `CREATE OR REPLACE FUNCTION public.rt44_hashfn(t text) RETURNS int LANGUAGE plpgsql IMMUTABLE AS $f$ BEGIN PERFORM public.rt44_dblog('d6 opclass', current_user::text); RETURN pg_catalog.hashtext(t); END $f$`);
+    try {
+      expect({ done: await approve(id), evidence: await evidence(), v: await value('rt44_opc_t', 1) }).toEqual({ done: stale(id), evidence: [], v: 'one' });
+    } finally {
+      await sourceQuery(env, 'CREATE OR REPLACE FUNCTION public.rt44_hashfn(t text) RETURNS int LANGUAGE sql IMMUTABLE AS $f$ SELECT pg_catalog.hashtext(t) $f$');
+      await rescan();
+    }
+  });
+
   test.failing('D5 (high, left) a function a plpgsql trigger function calls (no dependency is recorded for a plpgsql body)', async () => {
     const id = await queue("UPDATE rt44_cal_t SET v = 'd5' WHERE id = 1");
     await sourceQuery(env, `CREATE OR REPLACE FUNCTION public.rt44_side() RETURNS int LANGUAGE plpgsql AS $f$ ${recorder('d5 callee', '1')} $f$`);
@@ -299,6 +326,32 @@ describe('types: casts and domains reached by the written columns', () => {
       expect({ done: await approve(id), evidence: await evidence(), d: (await sourceQuery(env, 'SELECT d FROM public.rt44_cast_t WHERE id = 1'))[0]?.d }).toEqual({ done: stale(id), evidence: [], d: 'one' });
     } finally {
       await sourceQuery(env, 'CREATE OR REPLACE FUNCTION public.rt44_dom_ok(t text) RETURNS boolean LANGUAGE plpgsql IMMUTABLE AS $f$ BEGIN RETURN true; END $f$');
+      await rescan();
+    }
+  });
+});
+
+describe('the relation itself', () => {
+  test('O1 (low, fixed) the written table given to the writer role after the UPDATE was queued: row-level security no longer applies to its owner, so the write reached rows the policy kept from it', async () => {
+    const id = await queue("UPDATE rt44_own_t SET v = 'o1' WHERE id IN (1, 2)");
+    await sourceQuery(env, `ALTER TABLE public.rt44_own_t OWNER TO "${env.demo.writerRole}"`);
+    try {
+      // Before the fix: executed, rowCount 2 (the policy let the writer reach only row 1).
+      expect({ done: await approve(id), v: [await value('rt44_own_t', 1), await value('rt44_own_t', 2)] }).toEqual({ done: stale(id), v: ['one', 'two'] });
+    } finally {
+      await sourceQuery(env, 'ALTER TABLE public.rt44_own_t OWNER TO CURRENT_USER');
+      await rescan();
+    }
+  });
+
+  test('O2 (low, fixed) WITH CHECK OPTION dropped from the view an INSERT targets after it was queued: a row outside the view was written', async () => {
+    const id = await queue("INSERT INTO rt44_cview (id, v) VALUES (50, 'o2')");
+    await sourceQuery(env, 'ALTER VIEW public.rt44_cview RESET (check_option)');
+    try {
+      // Before the fix: executed, rowCount 1, row 50 in rt44_base (the reviewed view refused it: 44000).
+      expect({ done: await approve(id), v: await value('rt44_base', 50) }).toEqual({ done: stale(id), v: undefined });
+    } finally {
+      await sourceQuery(env, "ALTER VIEW public.rt44_cview SET (check_option = 'cascaded'); DELETE FROM public.rt44_base WHERE id = 50");
       await rescan();
     }
   });
