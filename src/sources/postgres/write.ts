@@ -46,6 +46,9 @@ const XACT_CHANGES = `SELECT pg_catalog.current_setting('track_counts')::bool AS
  */
 const PRE_GUARD = "SET CONSTRAINTS ALL IMMEDIATE; SELECT pg_catalog.set_config(name, 'off', true) FROM pg_catalog.pg_settings WHERE name = 'jit'";
 
+/** PRE_GUARD and the savepoint the write's LOCK (WriteGuard.lock) runs in, so that a lock refused can be undone. */
+const PRE_GUARD_SAVEPOINT = PRE_GUARD + '; SAVEPOINT interlock_lock';
+
 /**
  * BEGIN and the new transaction's id, in one simple-protocol message (one round trip, as BEGIN alone
  * took): `txid_current()` (the 64-bit, epoch-extended id that PostgreSQL 13+ also gives as
@@ -367,15 +370,21 @@ function writeOn(
           if (guard) {
             // Red team rt44a: deferred triggers fire at the end of the statement (so before the guard
             // that follows it), and the targets are locked before the first guard reads the catalogue.
-            // One round trip (a simple-protocol message); the lock in a savepoint of its own.
-            try {
-              await client.query(guard.lock ? `${PRE_GUARD}; SAVEPOINT interlock_lock; ${guard.lock}; RELEASE SAVEPOINT interlock_lock` : PRE_GUARD);
-            } catch (err) {
-              // A view whose owner may not lock its base relations, a relation not lockable: the guard after the statement still sees what changed.
-              if (!(guard.lock && isServerError(err) && !isFatalServerError(err) && (err.code === '42501' || err.code === '42809'))) throw err;
-              await client.query('ROLLBACK TO SAVEPOINT interlock_lock');
-            }
+            // The lock (text made from the catalogue's names: the extended protocol) in a savepoint of its own.
+            if (guard.lock) await client.query(PRE_GUARD_SAVEPOINT);
+            else await client.query(PRE_GUARD);
             stopIfGivenUp();
+            if (guard.lock) {
+              try {
+                await client.query({ text: guard.lock, queryMode: 'extended' } as pg.QueryConfig);
+                await client.query('RELEASE SAVEPOINT interlock_lock');
+              } catch (err) {
+                // A view whose owner may not lock its base relations, a relation not lockable: the guard after the statement still sees what changed.
+                if (!(isServerError(err) && !isFatalServerError(err) && (err.code === '42501' || err.code === '42809'))) throw err;
+                await client.query('ROLLBACK TO SAVEPOINT interlock_lock');
+              }
+              stopIfGivenUp();
+            }
             // The functions, operators and row shapes the approval analysed are still the scanned ones
             // (task hw), checked in this transaction right before the statement; else it is never sent.
             if (await tripped(guard)) return 'functions_changed';
