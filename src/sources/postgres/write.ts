@@ -47,7 +47,7 @@ const XACT_CHANGES = `SELECT pg_catalog.current_setting('track_counts')::bool AS
 const PRE_GUARD = "SET CONSTRAINTS ALL IMMEDIATE; SELECT pg_catalog.set_config(name, 'off', true) FROM pg_catalog.pg_settings WHERE name = 'jit'";
 
 /** PRE_GUARD and the savepoint the write's LOCK (WriteGuard.lock) runs in, so that a lock refused can be undone. */
-const PRE_GUARD_SAVEPOINT = PRE_GUARD + '; SAVEPOINT interlock_lock';
+const PRE_GUARD_SAVEPOINT = "SET CONSTRAINTS ALL IMMEDIATE; SELECT pg_catalog.set_config(name, 'off', true) FROM pg_catalog.pg_settings WHERE name = 'jit'; SAVEPOINT interlock_lock";
 
 /**
  * BEGIN and the new transaction's id, in one simple-protocol message (one round trip, as BEGIN alone
