@@ -127,7 +127,7 @@ interface RecheckAllowed {
   denied: null;
   plan: RowRulePlan | null;
   searchPath?: readonly string[];
-  guard?: { text: string; values: string[] } | null;
+  guard?: { text: string; values: string[]; lock?: string } | null;
 }
 
 /**
@@ -184,7 +184,9 @@ async function recheck(db: ControlDb, a: ApprovalRecord, now: Date, connectorFor
   // defaults, generated columns, constraints, indexes, domains: task hhook), as scanned: a hook
   // attached since the review is never run as the writer. Every relation the walk meets, past hooks.
   const touched = referentialReach(catalog, catalogHierarchy(catalog), analysis.writes, { pastHooks: true });
-  const guard = connector.hookGuard ? connector.hookGuard(catalog, fnGuard, touched.touched, touched.unknown !== null) : fnGuard;
+  // The write's targets are locked before that guard runs (red team rt44a L1).
+  const targets = analysis.writes.map((w) => ({ schema: w.schema, name: w.table }));
+  const guard = connector.hookGuard ? connector.hookGuard(catalog, fnGuard, touched.touched, touched.unknown !== null, targets) : fnGuard;
   if (!hasAnyRowRules(evaluator, a.sourceId, policyRows)) return { denied: null, plan: null, searchPath: scanned.searchPath, guard };
   // Planned on the catalogue's tree: a tree that changed since the scan could hide a parent's rule.
   if (hier.changed) return no('row_rule_unenforceable');

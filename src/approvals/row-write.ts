@@ -26,10 +26,15 @@ export interface RowWriter {
   write(sql: string, params: unknown[], opts?: { settings?: ReadonlyArray<readonly [string, string]>; countChanges?: boolean; searchPath?: readonly string[]; guard?: WriteGuard }): Promise<{ rowCount: number; functionsChanged?: true; commitResolved?: true }>;
 }
 
-/** A guard's SQL and its parameters (src/sources/postgres/portal-read.ts ReadGuard; made by the connector's `functionGuard`). */
+/**
+ * A guard's SQL and its parameters (src/sources/postgres/portal-read.ts ReadGuard; made by the
+ * connector's `functionGuard` and `hookGuard`), and `lock`, the LOCK statement of the write's targets
+ * sent before it (src/sources/postgres/hook-guard.ts WriteGuard; red team rt44a).
+ */
 export interface WriteGuard {
   text: string;
   values: string[];
+  lock?: string;
 }
 
 /** How the statement runs: `searchPath`, the scanned lookup path (task hrt42); `guard`, the write's function and shape guard (task hw; null or absent: none). */

@@ -61,9 +61,10 @@ export interface QueryConnector {
    * An approved write's guard (task hhook; src/sources/postgres/hook-guard.ts): `guard` followed by
    * a check, in the write's transaction right before its statement, that each of `relations` (all
    * the write touches) still runs on a write the code the catalogue scan recorded
-   * (`CatalogRelation.hookVersion`); `incomplete` makes it always trip. Test doubles may lack it.
+   * (`CatalogRelation.hookVersion`); `incomplete` makes it always trip. `targets` (the write's
+   * targets) are locked before it (`lock`, red team rt44a). Test doubles may lack it.
    */
-  hookGuard?(catalog: SourceCatalog, guard: { text: string; values: string[] } | null, relations: readonly RelationName[], incomplete?: boolean): { text: string; values: string[] } | null;
+  hookGuard?(catalog: SourceCatalog, guard: { text: string; values: string[] } | null, relations: readonly RelationName[], incomplete?: boolean, targets?: readonly RelationName[]): { text: string; values: string[]; lock?: string } | null;
   /**
    * A guard for `read` that proves, in the read's own round trip, that `relations` still stand alone
    * (no partition or inheritance parent or child); when it cannot, the statement is not run and

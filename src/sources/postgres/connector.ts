@@ -25,7 +25,7 @@ import type { ReadGuard, ReadOptions, ReadResult } from './portal-read';
 import { functionGuard, type GuardedNames } from './function-guard';
 import { withShapeGuard } from './shape-guard';
 import { type TypeUses, withTypeGuard } from './type-guard';
-import { withHookGuard } from './hook-guard';
+import { withHookGuard, type WriteGuard } from './hook-guard';
 import { runRead, type StatementContext } from './read';
 import { resolveSettings, tlsOptions, type PostgresSourceSettings, type Resolved } from './settings';
 import { encodeParams } from './wire';
@@ -244,10 +244,12 @@ export class PostgresSourceConnector {
    * has the scanned fingerprint of the code its writes run (`CatalogRelation.hookVersion`: triggers
    * and their functions, rules, row-level security, defaults, generated expressions, constraints,
    * indexes, children, column domains). `incomplete`: the walk met a relation the catalogue does not
-   * record; the guard then always trips. `guard` itself when `relations` is empty and complete.
+   * record; the guard then always trips. `targets` (the write's targets): locked ROW EXCLUSIVE
+   * before the guard runs (`lock`, hook-guard.ts lockSql; red team rt44a L1). `guard` itself when
+   * `relations` is empty and complete.
    */
-  hookGuard(catalog: SourceCatalog, guard: ReadGuard | null, relations: readonly RelationName[], incomplete = false): ReadGuard | null {
-    return withHookGuard(catalog, guard, relations, incomplete);
+  hookGuard(catalog: SourceCatalog, guard: ReadGuard | null, relations: readonly RelationName[], incomplete = false, targets: readonly RelationName[] = []): WriteGuard | null {
+    return withHookGuard(catalog, guard, relations, incomplete, targets);
   }
 
   /**
@@ -270,7 +272,7 @@ export class PostgresSourceConnector {
    *   and the server could not say (in time) whether the transaction committed. An abort after COMMIT was sent is ignored (the outcome is then
    *   the real one, never a false 'cancelled').
    */
-  write(sql: string, params: unknown[], opts: { signal?: AbortSignal; settings?: ReadonlyArray<readonly [string, string]>; countChanges?: boolean; searchPath?: readonly string[]; guard?: ReadGuard } = {}): Promise<{ rowCount: number; functionsChanged?: true; commitResolved?: true }> {
+  write(sql: string, params: unknown[], opts: { signal?: AbortSignal; settings?: ReadonlyArray<readonly [string, string]>; countChanges?: boolean; searchPath?: readonly string[]; guard?: WriteGuard } = {}): Promise<{ rowCount: number; functionsChanged?: true; commitResolved?: true }> {
     if (opts.signal?.aborted) return Promise.reject(new SourceError('cancelled'));
     if (!this.s.writer) return Promise.reject(localFailure('no writer role is configured for this source'));
     let values: unknown[];

@@ -10,8 +10,10 @@
  * rolled back and the approval fails `catalog_stale` (the source is rescanned; requeued and approved
  * again, the write is reviewed against what the table now runs).
  *
- * The fingerprint (writeHooksSql, ONE expression used by both) covers, per relation: its oid and
- * relrowsecurity/relforcerowsecurity; its triggers (pg_trigger `oid:xmin`, internal ones included,
+ * The fingerprint (writeHooksSql, ONE expression used by both) covers, per relation: its oid,
+ * relrowsecurity/relforcerowsecurity, its owner (row-level security does not apply to the owner
+ * unless forced; rt44a O1) and its view options check_option, security_barrier and
+ * security_invoker (rt44a O2); its triggers (pg_trigger `oid:xmin`, internal ones included,
  * each with its function's pg_proc `oid:xmin`: a trigger created, altered, enabled or disabled, or its
  * function replaced); its rewrite rules (pg_rewrite `oid:xmin`, a view's `_RETURN` included: a
  * redefined view); its row-level security policies (pg_policy `oid:xmin`); its column defaults and
@@ -20,7 +22,13 @@
  * on every write); its inheritance children and partitions (pg_inherits `inhrelid:xmin`: one attached
  * later receives rows); its columns' types (`attnum:atttypid`); and every domain its columns' types
  * reach (through domain bases, array elements, range subtypes and composite attributes): the domain's
- * pg_type `oid:xmin` (its default, NOT NULL) and its pg_constraint rows `oid:xmin` (its CHECKs).
+ * pg_type `oid:xmin` (its default, NOT NULL) and its pg_constraint rows `oid:xmin` (its CHECKs);
+ * and (red team rt44a D1–D4, X2) every function and operator those hooks depend on as PostgreSQL
+ * records it (pg_depend from the triggers, rules, policies, defaults, constraints, domain
+ * constraints and indexes; from an operator to its functions, from an operator class to its
+ * family's support functions and operators, from a function with an SQL-standard body to what it
+ * calls, to any depth): pg_proc and pg_operator `oid:xmin` (a DEFAULT's, CHECK's, index
+ * expression's or policy's function replaced by CREATE OR REPLACE, which takes no table lock).
  * xmin changes with every new row version (CREATE OR REPLACE, ALTER, GRANT), oid with DROP + CREATE.
  *
  * Cost: a handful of index probes per relation (pg_trigger_tgrelid_tgname_index,
@@ -29,14 +37,40 @@
  * pg_attribute_relid_attnum_index) and a walk of the columns' types; in the write's transaction, no
  * extra round trip beyond the guard that already ran there (task hw), to which this part is joined.
  *
- * What it cannot see: a definition committed between the guard's snapshot and the statement's (the
- * same transaction, READ COMMITTED; DDL on the table itself needs a lock the statement then waits
- * for, a trigger function's CREATE OR REPLACE does not); code reached from the hooks' own bodies
- * (what a reviewed trigger function calls is not fingerprinted, as the function guard does not
- * follow a plpgsql body); casts and type input functions (task hcast); event triggers (DDL only).
+ * Locks (red team rt44a L1, L2): runWrite locks the write's targets ROW EXCLUSIVE before the guard
+ * (`WriteGuard.lock`; descendants and a view's base relations with them), so DDL on them committed
+ * later waits for the write; and runs the guard again after the statement (deferred triggers made
+ * to fire at its end), so a definition committed while the statement ran — a trigger function
+ * replaced (no table lock) while the statement waited for a row lock — rolls the write back.
+ *
+ * What it cannot see: the effects outside the transaction (dblink, sequences, advisory locks) of
+ * code replaced while the statement ran, which ran before the guard after it rolled it back (rt44a
+ * L2r); code reached from a plpgsql (or other non-SQL-standard) body, for which PostgreSQL records
+ * no dependency: what a reviewed trigger function calls, or resolves by name on the writer's path
+ * (rt44a D5); casts and type input functions (task hcast); event triggers (DDL only).
  */
 import type { RelationName, SourceCatalog } from '../../sql/catalog-types';
 import type { ReadGuard } from './portal-read';
+
+/** The oid of system catalogue `name` (a pg_class oid, as pg_depend's classid) as an SQL constant. */
+const CLS = (name: string) => `'pg_catalog.${name}'::pg_catalog.regclass::pg_catalog.oid`;
+
+/**
+ * The recursive CTE `hy(oid)` (its name and body, for a WITH RECURSIVE) of every type the columns of
+ * relation `rel` (an SQL expression) reach: their types, then domain bases, array elements, range
+ * and multirange subtypes and composite attributes, to any depth.
+ */
+function typesReached(rel: string): string {
+  return `hy(oid) AS (
+        SELECT hb.atttypid FROM pg_catalog.pg_attribute hb WHERE hb.attrelid = ${rel} AND hb.attnum > 0 AND NOT hb.attisdropped
+        UNION
+        SELECT hx.o FROM hy JOIN pg_catalog.pg_type hty ON hty.oid = hy.oid
+        CROSS JOIN LATERAL (
+          SELECT hty.typbasetype WHERE hty.typtype = 'd'
+          UNION ALL SELECT hty.typelem WHERE hty.typcategory = 'A' AND hty.typelem <> 0
+          UNION ALL SELECT hr.rngsubtype FROM pg_catalog.pg_range hr WHERE hr.rngtypid = hty.oid OR hr.rngmultitypid = hty.oid
+          UNION ALL SELECT hca.atttypid FROM pg_catalog.pg_attribute hca WHERE hty.typtype = 'c' AND hca.attrelid = hty.typrelid AND hca.attnum > 0 AND NOT hca.attisdropped) AS hx(o))`;
+}
 
 /**
  * The write-hook fingerprint of the relation whose oid is the SQL expression `rel` (evaluated once
@@ -47,7 +81,8 @@ import type { ReadGuard } from './portal-read';
 export function writeHooksSql(rel: string): string {
   const list = (expr: string, from: string, order: string) => `coalesce((SELECT pg_catalog.string_agg(${expr}, ',' ORDER BY ${order}) FROM ${from}), '')`;
   return `pg_catalog.concat_ws('|', ${rel}::text,
-    (SELECT hc.relrowsecurity::text || hc.relforcerowsecurity::text FROM pg_catalog.pg_class hc WHERE hc.oid = ${rel}),
+    (SELECT hc.relrowsecurity::text || hc.relforcerowsecurity::text || '/' || hc.relowner::text || coalesce('/' || (SELECT pg_catalog.string_agg(ho, ',' ORDER BY ho)
+        FROM pg_catalog.unnest(hc.reloptions) AS ho WHERE pg_catalog.split_part(ho, '=', 1) IN ('check_option', 'security_barrier', 'security_invoker')), '') FROM pg_catalog.pg_class hc WHERE hc.oid = ${rel}),
     'T' || ${list(`ht.oid::text || ':' || ht.xmin::text || '/' || coalesce(hp.oid::text || ':' || hp.xmin::text, '-')`, `pg_catalog.pg_trigger ht LEFT JOIN pg_catalog.pg_proc hp ON hp.oid = ht.tgfoid WHERE ht.tgrelid = ${rel}`, 'ht.oid')},
     'R' || ${list(`hw.oid::text || ':' || hw.xmin::text`, `pg_catalog.pg_rewrite hw WHERE hw.ev_class = ${rel}`, 'hw.oid')},
     'P' || ${list(`hl.oid::text || ':' || hl.xmin::text`, `pg_catalog.pg_policy hl WHERE hl.polrelid = ${rel}`, 'hl.oid')},
@@ -56,18 +91,27 @@ export function writeHooksSql(rel: string): string {
     'I' || ${list(`hi.indexrelid::text || ':' || hi.xmin::text`, `pg_catalog.pg_index hi WHERE hi.indrelid = ${rel}`, 'hi.indexrelid')},
     'H' || ${list(`hn.inhrelid::text || ':' || hn.xmin::text`, `pg_catalog.pg_inherits hn WHERE hn.inhparent = ${rel}`, 'hn.inhrelid')},
     'A' || ${list(`ha.attnum::text || ':' || ha.atttypid::text`, `pg_catalog.pg_attribute ha WHERE ha.attrelid = ${rel} AND ha.attnum > 0 AND NOT ha.attisdropped`, 'ha.attnum')},
-    'Y' || coalesce((WITH RECURSIVE hy(oid) AS (
-        SELECT hb.atttypid FROM pg_catalog.pg_attribute hb WHERE hb.attrelid = ${rel} AND hb.attnum > 0 AND NOT hb.attisdropped
-        UNION
-        SELECT hx.o FROM hy JOIN pg_catalog.pg_type hty ON hty.oid = hy.oid
-        CROSS JOIN LATERAL (
-          SELECT hty.typbasetype WHERE hty.typtype = 'd'
-          UNION ALL SELECT hty.typelem WHERE hty.typcategory = 'A' AND hty.typelem <> 0
-          UNION ALL SELECT hr.rngsubtype FROM pg_catalog.pg_range hr WHERE hr.rngtypid = hty.oid OR hr.rngmultitypid = hty.oid
-          UNION ALL SELECT hca.atttypid FROM pg_catalog.pg_attribute hca WHERE hty.typtype = 'c' AND hca.attrelid = hty.typrelid AND hca.attnum > 0 AND NOT hca.attisdropped) AS hx(o))
+    'Y' || coalesce((WITH RECURSIVE ${typesReached(rel)}
       SELECT pg_catalog.string_agg(hdt.oid::text || ':' || hdt.xmin::text || coalesce('/' || (
           SELECT pg_catalog.string_agg(hdc.oid::text || ':' || hdc.xmin::text, '/' ORDER BY hdc.oid) FROM pg_catalog.pg_constraint hdc WHERE hdc.contypid = hdt.oid), ''), ',' ORDER BY hdt.oid)
-      FROM pg_catalog.pg_type hdt WHERE hdt.oid IN (SELECT hy.oid FROM hy) AND hdt.typtype = 'd'), ''))`;
+      FROM pg_catalog.pg_type hdt WHERE hdt.oid IN (SELECT hy.oid FROM hy) AND hdt.typtype = 'd'), ''),
+    'F' || coalesce((WITH RECURSIVE ${typesReached(rel)},
+      hf(c, o) AS (
+        SELECT ${CLS('pg_trigger')}, hft.oid FROM pg_catalog.pg_trigger hft WHERE hft.tgrelid = ${rel}
+        UNION SELECT ${CLS('pg_rewrite')}, hfw.oid FROM pg_catalog.pg_rewrite hfw WHERE hfw.ev_class = ${rel}
+        UNION SELECT ${CLS('pg_policy')}, hfl.oid FROM pg_catalog.pg_policy hfl WHERE hfl.polrelid = ${rel}
+        UNION SELECT ${CLS('pg_attrdef')}, hfd.oid FROM pg_catalog.pg_attrdef hfd WHERE hfd.adrelid = ${rel}
+        UNION SELECT ${CLS('pg_constraint')}, hfk.oid FROM pg_catalog.pg_constraint hfk WHERE hfk.conrelid = ${rel} OR hfk.contypid IN (SELECT hy.oid FROM hy)
+        UNION SELECT ${CLS('pg_class')}, hfi.indexrelid FROM pg_catalog.pg_index hfi WHERE hfi.indrelid = ${rel}
+        UNION
+        SELECT hfx.c, hfx.o FROM hf CROSS JOIN LATERAL (
+          SELECT hfe.refclassid, hfe.refobjid FROM pg_catalog.pg_depend hfe
+            WHERE hfe.classid = hf.c AND hfe.objid = hf.o AND hfe.refclassid IN (${CLS('pg_proc')}, ${CLS('pg_operator')}, ${CLS('pg_opclass')})
+          UNION ALL SELECT ${CLS('pg_proc')}, hfp.amproc FROM pg_catalog.pg_opclass hfc JOIN pg_catalog.pg_amproc hfp ON hfp.amprocfamily = hfc.opcfamily WHERE hf.c = ${CLS('pg_opclass')} AND hfc.oid = hf.o
+          UNION ALL SELECT ${CLS('pg_operator')}, hfo.amopopr FROM pg_catalog.pg_opclass hfc JOIN pg_catalog.pg_amop hfo ON hfo.amopfamily = hfc.opcfamily WHERE hf.c = ${CLS('pg_opclass')} AND hfc.oid = hf.o) AS hfx(c, o))
+      SELECT pg_catalog.string_agg(hfv.v, ',' ORDER BY hfv.v) FROM (
+        SELECT 'p' || hfq.oid::text || ':' || hfq.xmin::text AS v FROM pg_catalog.pg_proc hfq WHERE hfq.oid IN (SELECT hf.o FROM hf WHERE hf.c = ${CLS('pg_proc')})
+        UNION ALL SELECT 'o' || hfr.oid::text || ':' || hfr.xmin::text FROM pg_catalog.pg_operator hfr WHERE hfr.oid IN (SELECT hf.o FROM hf WHERE hf.c = ${CLS('pg_operator')})) hfv), ''))`;
 }
 
 /** Guard texts per (count, offset), made on first use (at most 256 kept). */
@@ -119,14 +163,46 @@ export function hookGuardValues(catalog: SourceCatalog, relations: readonly Rela
 }
 
 /**
- * `guard` (an approved write's function and shape guards, or null) followed by the write-hook guard
- * of `relations` (see hookGuardValues for `incomplete`); `guard` itself when there is nothing to
- * check. Frozen. Its SQL raises 22012 when a guarded thing changed, as the others do.
+ * An approved write's guard (ReadGuard: one statement, its parameters) and `lock`: an SQL statement
+ * (`LOCK TABLE … IN ROW EXCLUSIVE MODE` of the write's targets; absent for none) that runWrite sends
+ * before the guard, so that DDL on a target (which needs a lock that conflicts with ROW EXCLUSIVE)
+ * is either committed before the guard reads the catalogue or waits for the write (red team rt44a L1).
  */
-export function withHookGuard(catalog: SourceCatalog, guard: ReadGuard | null, relations: readonly RelationName[], incomplete = false): ReadGuard | null {
+export interface WriteGuard extends ReadGuard {
+  lock?: string;
+}
+
+/** `name` as a quoted SQL identifier. */
+const ident = (name: string) => '"' + name.replace(/"/g, '""') + '"';
+
+/**
+ * The LOCK statement of `targets` (the write's targets as the analysis names them) against
+ * `catalog`: each table, partitioned table or view the catalogue records (PostgreSQL locks a
+ * partitioned or inherited table's descendants and a view's base relations with it), in a fixed
+ * order, ROW EXCLUSIVE (the mode the statement takes anyway); null when none. Foreign tables and
+ * materialized views cannot be locked and are left out (the guard after the statement still sees them).
+ */
+export function lockSql(catalog: SourceCatalog, targets: readonly RelationName[]): string | null {
+  const kinds = new Map(catalog.relations.map((r) => [r.schema + '\u0000' + r.name, r.kind]));
+  const names = new Set<string>();
+  for (const t of targets) {
+    const k = kinds.get(t.schema + '\u0000' + t.name);
+    if (k === 'table' || k === 'partitioned_table' || k === 'view') names.add(`${ident(t.schema)}.${ident(t.name)}`);
+  }
+  return names.size === 0 ? null : `LOCK TABLE ${[...names].sort().join(', ')} IN ROW EXCLUSIVE MODE`;
+}
+
+/**
+ * `guard` (an approved write's function and shape guards, or null) followed by the write-hook guard
+ * of `relations` (see hookGuardValues for `incomplete`), with `lock` for `targets` (lockSql; task
+ * rt44a); `guard` itself when there is no relation to check. Frozen. Its SQL raises 22012 when a
+ * guarded thing changed, as the others do.
+ */
+export function withHookGuard(catalog: SourceCatalog, guard: ReadGuard | null, relations: readonly RelationName[], incomplete = false, targets: readonly RelationName[] = []): WriteGuard | null {
   const values = hookGuardValues(catalog, relations, incomplete);
-  if (values.length === 0) return guard;
+  if (values.length === 0) return guard; // no relation: nothing the write targets either
+  const lock = lockSql(catalog, targets);
   const offset = guard ? guard.values.length : 0;
   const text = (guard ? guard.text + ' UNION ALL ' : '') + hookGuardSql(values.length / 3, offset);
-  return Object.freeze({ text, values: Object.freeze([...(guard?.values ?? []), ...values]) as string[] });
+  return Object.freeze({ text, values: Object.freeze([...(guard?.values ?? []), ...values]) as string[], ...(lock !== null ? { lock } : {}) });
 }
