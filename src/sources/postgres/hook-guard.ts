@@ -45,15 +45,38 @@
  *
  * What it cannot see: the effects outside the transaction (dblink, sequences, advisory locks) of
  * code replaced while the statement ran, which ran before the guard after it rolled it back (rt44a
- * L2r); code reached from a plpgsql (or other non-SQL-standard) body, for which PostgreSQL records
- * no dependency: what a reviewed trigger function calls, or resolves by name on the writer's path
- * (rt44a D5); casts and type input functions (task hcast); event triggers (DDL only).
+ * L2r); casts and type input functions (task hcast); event triggers (DDL only). Code reached from
+ * a plpgsql (or other non-SQL-standard) body, for which PostgreSQL records no dependency (what a
+ * reviewed trigger function calls or resolves by name on the writer's path, rt44a D5), is covered
+ * coarsely: such a relation's fingerprint holds a digest of all user code in the database
+ * (OPAQUE_REACH_SQL), so any change to it trips the guard.
  */
 import type { RelationName, SourceCatalog } from '../../sql/catalog-types';
 import type { ReadGuard } from './portal-read';
 
 /** The oid of system catalogue `name` (a pg_class oid, as pg_depend's classid) as an SQL constant. */
 const CLS = (name: string) => `'pg_catalog.${name}'::pg_catalog.regclass::pg_catalog.oid`;
+
+/**
+ * A digest (md5 hex) of every object created after initdb that code can run or reach by name at run
+ * time (oid ≥ 16384, FirstNormalObjectId): functions and procedures, operators, casts, triggers,
+ * rewrite rules (views), row-level security policies, column defaults and constraints, each as
+ * `oid:xmin`. Part `G` of the fingerprint holds it for a relation whose hooks reach a function
+ * with a body PostgreSQL records no dependencies for (plpgsql, PL/*, or LANGUAGE sql with a string
+ * body: prolang other than internal (12) and c (13), no SQL-standard `prosqlbody`): what such a body
+ * calls, looks up on the writer's search path or writes (and so what those tables run) can be
+ * anything in the database, so any such change after the scan trips the guard (red team rt44a D5).
+ * Strict by design: DDL anywhere in the source fails queued writes to such relations once (requeue).
+ */
+const OPAQUE_REACH_SQL = `SELECT pg_catalog.md5(coalesce(pg_catalog.string_agg(hgv.v, ',' ORDER BY hgv.v), '')) FROM (
+          SELECT 'p' || hg1.oid::text || ':' || hg1.xmin::text AS v FROM pg_catalog.pg_proc hg1 WHERE hg1.oid >= 16384
+          UNION ALL SELECT 'o' || hg2.oid::text || ':' || hg2.xmin::text FROM pg_catalog.pg_operator hg2 WHERE hg2.oid >= 16384
+          UNION ALL SELECT 'c' || hg3.oid::text || ':' || hg3.xmin::text FROM pg_catalog.pg_cast hg3 WHERE hg3.oid >= 16384
+          UNION ALL SELECT 't' || hg4.oid::text || ':' || hg4.xmin::text FROM pg_catalog.pg_trigger hg4 WHERE hg4.oid >= 16384
+          UNION ALL SELECT 'r' || hg5.oid::text || ':' || hg5.xmin::text FROM pg_catalog.pg_rewrite hg5 WHERE hg5.oid >= 16384
+          UNION ALL SELECT 'l' || hg6.oid::text || ':' || hg6.xmin::text FROM pg_catalog.pg_policy hg6
+          UNION ALL SELECT 'd' || hg7.oid::text || ':' || hg7.xmin::text FROM pg_catalog.pg_attrdef hg7 WHERE hg7.oid >= 16384
+          UNION ALL SELECT 'k' || hg8.oid::text || ':' || hg8.xmin::text FROM pg_catalog.pg_constraint hg8 WHERE hg8.oid >= 16384) hgv`;
 
 /**
  * The recursive CTE `hy(oid)` (its name and body, for a WITH RECURSIVE) of every type the columns of
@@ -109,7 +132,10 @@ export function writeHooksSql(rel: string): string {
             WHERE hfe.classid = hf.c AND hfe.objid = hf.o AND hfe.refclassid IN (${CLS('pg_proc')}, ${CLS('pg_operator')}, ${CLS('pg_opclass')})
           UNION ALL SELECT ${CLS('pg_proc')}, hfp.amproc FROM pg_catalog.pg_opclass hfc JOIN pg_catalog.pg_amproc hfp ON hfp.amprocfamily = hfc.opcfamily WHERE hf.c = ${CLS('pg_opclass')} AND hfc.oid = hf.o
           UNION ALL SELECT ${CLS('pg_operator')}, hfo.amopopr FROM pg_catalog.pg_opclass hfc JOIN pg_catalog.pg_amop hfo ON hfo.amopfamily = hfc.opcfamily WHERE hf.c = ${CLS('pg_opclass')} AND hfc.oid = hf.o) AS hfx(c, o))
-      SELECT pg_catalog.string_agg(hfv.v, ',' ORDER BY hfv.v) FROM (
+      SELECT pg_catalog.string_agg(hfv.v, ',' ORDER BY hfv.v) || CASE WHEN EXISTS (
+          SELECT 1 FROM pg_catalog.pg_proc hgq WHERE hgq.oid IN (SELECT hf.o FROM hf WHERE hf.c = ${CLS('pg_proc')})
+            AND hgq.prolang NOT IN (12, 13) AND (pg_catalog.to_jsonb(hgq) ->> 'prosqlbody') IS NULL)
+        THEN '|G' || (${OPAQUE_REACH_SQL}) ELSE '' END FROM (
         SELECT 'p' || hfq.oid::text || ':' || hfq.xmin::text AS v FROM pg_catalog.pg_proc hfq WHERE hfq.oid IN (SELECT hf.o FROM hf WHERE hf.c = ${CLS('pg_proc')})
         UNION ALL SELECT 'o' || hfr.oid::text || ':' || hfr.xmin::text FROM pg_catalog.pg_operator hfr WHERE hfr.oid IN (SELECT hf.o FROM hf WHERE hf.c = ${CLS('pg_operator')})) hfv), ''))`;
 }

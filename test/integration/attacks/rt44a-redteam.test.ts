@@ -21,7 +21,7 @@
  *     recorded the hook's own row, not what it calls. Now it includes every function and operator a
  *     hook depends on (pg_depend), to any depth of SQL-standard bodies.
  *  X2 (high, fixed) the same for the function a written column's domain CHECK calls.
- *  D5 (high, not fixed, test.failing) a function a plpgsql trigger function calls, replaced after the
+ *  D5 (high, fixed after the red team: hook-guard.ts OPAQUE_REACH_SQL) a function a plpgsql trigger function calls, replaced after the
  *     write was queued: PostgreSQL records no dependency of a plpgsql body, so nothing ties it to the
  *     table.
  *  O1 (low, fixed) the table's owner changed to the writer role (needs membership in it): row-level
@@ -293,7 +293,7 @@ describe('functions a hook reaches, replaced after the write was queued', () => 
     }
   });
 
-  test.failing('D5 (high, left) a function a plpgsql trigger function calls (no dependency is recorded for a plpgsql body)', async () => {
+  test('D5 (high, fixed) a function a plpgsql trigger function calls (no dependency is recorded for a plpgsql body: the fingerprint of a relation whose hooks reach such a body holds a digest of all user code)', async () => {
     const id = await queue("UPDATE rt44_cal_t SET v = 'd5' WHERE id = 1");
     await sourceQuery(env, `CREATE OR REPLACE FUNCTION public.rt44_side() RETURNS int LANGUAGE plpgsql AS $f$ ${recorder('d5 callee', '1')} $f$`);
     try {
