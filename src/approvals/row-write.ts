@@ -13,6 +13,7 @@ import type { SourceRecord } from '../governance/store';
 import type { RowRulePlan } from '../pipeline/row-rules';
 import { rowViewProvisioner } from '../pipeline/row-views';
 import { parseSql } from '../sql/parser';
+import type { WriteGuard } from '../sources/postgres/hook-guard';
 
 /** What runs the statements: the source connector's writer (PostgresSourceConnector.write). */
 export interface RowWriter {
@@ -26,16 +27,8 @@ export interface RowWriter {
   write(sql: string, params: unknown[], opts?: { settings?: ReadonlyArray<readonly [string, string]>; countChanges?: boolean; searchPath?: readonly string[]; guard?: WriteGuard }): Promise<{ rowCount: number; functionsChanged?: true; commitResolved?: true }>;
 }
 
-/**
- * A guard's SQL and its parameters (src/sources/postgres/portal-read.ts ReadGuard; made by the
- * connector's `functionGuard` and `hookGuard`), and `lock`, the LOCK statement of the write's targets
- * sent before it (src/sources/postgres/hook-guard.ts WriteGuard; red team rt44a).
- */
-export interface WriteGuard {
-  text: string;
-  values: string[];
-  lock?: string;
-}
+/** An approved write's guard and the LOCK sent before it (src/sources/postgres/hook-guard.ts). */
+export type { WriteGuard };
 
 /** How the statement runs: `searchPath`, the scanned lookup path (task hrt42); `guard`, the write's function and shape guard (task hw; null or absent: none). */
 export interface PlannedWriteRun {

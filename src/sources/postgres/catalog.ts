@@ -524,6 +524,23 @@ function isPool(client: pg.ClientBase | pg.Pool): client is pg.Pool {
 }
 
 /**
+ * Runs `run` (the scan's statement) on `c` with JIT off for the session, then sets it back to what it
+ * was (where the server has the setting; errors of the restore are ignored: a connection whose scan
+ * failed is dropped by its lender). The statement's estimated cost passes the default
+ * jit_above_cost and compiling it takes seconds (src/control/scan.ts turns JIT off on its own
+ * connection; other callers, and the write-hook fingerprint's walks, red team rt44a, made this the
+ * scan's own concern). The first row of the result.
+ */
+async function withoutJit(c: { query: pg.Pool['query'] }, run: () => Promise<pg.QueryResult<ScanRow>>): Promise<ScanRow> {
+  const was = (await c.query<{ prev: string }>("SELECT setting AS prev, pg_catalog.set_config(name, 'off', false) FROM pg_catalog.pg_settings WHERE name = 'jit'")).rows[0]?.prev;
+  try {
+    return (await run()).rows[0];
+  } finally {
+    if (was !== undefined && was !== 'off') await c.query({ text: "SELECT pg_catalog.set_config('jit', $1, false)", values: [was], queryMode: 'extended' } as pg.QueryConfig).catch(() => undefined);
+  }
+}
+
+/**
  * Reads a catalogue snapshot of the connected database as the connection's role.
  *
  * - `relations`: tables, views, materialized views, foreign and partitioned tables of every schema
@@ -558,23 +575,6 @@ function isPool(client: pg.ClientBase | pg.Pool): client is pg.Pool {
  * `scannedAt` is the time just before that statement was sent (ISO 8601).
  * Throws the driver's error when the query fails (callers must not forward its text to agents).
  */
-/**
- * Runs `run` (the scan's statement) on `c` with JIT off for the session, then sets it back to what it
- * was (where the server has the setting; errors of the restore are ignored: a connection whose scan
- * failed is dropped by its lender). The statement's estimated cost passes the default
- * jit_above_cost and compiling it takes seconds (src/control/scan.ts turns JIT off on its own
- * connection; other callers, and the write-hook fingerprint's walks, red team rt44a, made this the
- * scan's own concern). The first row of the result.
- */
-async function withoutJit(c: { query: pg.Pool['query'] }, run: () => Promise<pg.QueryResult<ScanRow>>): Promise<ScanRow> {
-  const was = (await c.query<{ prev: string }>("SELECT setting AS prev, pg_catalog.set_config(name, 'off', false) FROM pg_catalog.pg_settings WHERE name = 'jit'")).rows[0]?.prev;
-  try {
-    return (await run()).rows[0];
-  } finally {
-    if (was !== undefined && was !== 'off') await c.query({ text: "SELECT pg_catalog.set_config('jit', $1, false)", values: [was], queryMode: 'extended' } as pg.QueryConfig).catch(() => undefined);
-  }
-}
-
 export async function scanCatalog(
   client: pg.ClientBase | pg.Pool,
   opts?: { maxRelations?: number },

@@ -53,6 +53,7 @@
  */
 import type { RelationName, SourceCatalog } from '../../sql/catalog-types';
 import type { ReadGuard } from './portal-read';
+import { quoteIdent } from '../../sql/mask-sql';
 
 /** The oid of system catalogue `name` (a pg_class oid, as pg_depend's classid) as an SQL constant. */
 const CLS = (name: string) => `'pg_catalog.${name}'::pg_catalog.regclass::pg_catalog.oid`;
@@ -198,9 +199,6 @@ export interface WriteGuard extends ReadGuard {
   lock?: string;
 }
 
-/** `name` as a quoted SQL identifier. */
-const ident = (name: string) => '"' + name.replace(/"/g, '""') + '"';
-
 /**
  * The LOCK statement of `targets` (the write's targets as the analysis names them) against
  * `catalog`: each table, partitioned table or view the catalogue records (PostgreSQL locks a
@@ -213,7 +211,7 @@ export function lockSql(catalog: SourceCatalog, targets: readonly RelationName[]
   const names = new Set<string>();
   for (const t of targets) {
     const k = kinds.get(t.schema + '\u0000' + t.name);
-    if (k === 'table' || k === 'partitioned_table' || k === 'view') names.add(`${ident(t.schema)}.${ident(t.name)}`);
+    if (k === 'table' || k === 'partitioned_table' || k === 'view') names.add(`${quoteIdent(t.schema)}.${quoteIdent(t.name)}`);
   }
   return names.size === 0 ? null : `LOCK TABLE ${[...names].sort().join(', ')} IN ROW EXCLUSIVE MODE`;
 }
