@@ -15,7 +15,9 @@
  *     table's column of a domain with a DEFAULT (no trigger, no constraint, no column default: none
  *     of it in the D5 digest) ran code as the writer. The digest now also holds every non-temporary
  *     relation (name, schema, kind, row security), column (type) and type (oid:xmin) and inheritance
- *     link (oid ≥ 16384).
+ *     link (oid ≥ 16384). S1b (medium, fixed with S1) row-level security enabled on the table such a
+ *     trigger writes: its existing policy's function ran as the writer (relrowsecurity is in the
+ *     digest now).
  *  S2 (high, fixed) a CHECK constraint calling `query_to_xml('SELECT public.f()', …)`: a built-in
  *     (pinned) function that runs SQL text records no dependency, so f — replaced after the write was
  *     queued — was in neither the walk nor the digest. A hook whose stored expression calls a built-in
@@ -48,7 +50,7 @@ let x: Insider;
 /** API key of an identity that may write the rt45 tables (approval still needed). */
 let key: string;
 
-const TABLES = ['rt45_dd_t', 'rt45_sh_t', 'rt45_q_t', 'rt45_x_t', 'rt45_db_t'];
+const TABLES = ['rt45_dd_t', 'rt45_sh_t', 'rt45_q_t', 'rt45_x_t', 'rt45_db_t', 'rt45_rl_t'];
 
 beforeAll(async () => {
   env = await startGovernedEnv();
@@ -82,6 +84,13 @@ beforeAll(async () => {
      CREATE FUNCTION public.rt45_dbx(q text) RETURNS boolean LANGUAGE sql SECURITY DEFINER SET search_path = public, pg_temp
        BEGIN ATOMIC SELECT public.dblink_exec('${dblinkConn}', q) IS NOT NULL; END;
      CREATE TABLE public.rt45_x_t (id int PRIMARY KEY, v text CHECK (public.rt45_dbx('DO $d$ BEGIN PERFORM public.rt45_qside2(); END $d$')));
+     CREATE TABLE public.rt45_log3 (id int NOT NULL);
+     GRANT ALL ON public.rt45_log3 TO PUBLIC;
+     CREATE POLICY rt45_pol3 ON public.rt45_log3 USING (true) WITH CHECK (public.rt45_rec('s1b policy') IS NOT NULL);
+     CREATE FUNCTION public.rt45_audit3() RETURNS trigger LANGUAGE plpgsql AS $f$ BEGIN INSERT INTO public.rt45_log3 (id) VALUES (NEW.id); RETURN NEW; END $f$;
+     CREATE TABLE public.rt45_rl_t (id int PRIMARY KEY, v text);
+     CREATE TRIGGER rt45_audit3 BEFORE UPDATE ON public.rt45_rl_t FOR EACH ROW EXECUTE FUNCTION public.rt45_audit3();
+     INSERT INTO public.rt45_rl_t VALUES (1, 'one');
      CREATE SCHEMA rt45_other;
      GRANT USAGE ON SCHEMA rt45_other TO PUBLIC;
      CREATE TABLE rt45_other.rt45_log2 (id int NOT NULL, spy public.rt45_spy);
@@ -215,6 +224,18 @@ describe('names a reviewed plpgsql body resolves at run time', () => {
       });
     } finally {
       await x.insider.query('DROP TABLE scratch.rt45_log');
+      await rescan();
+    }
+  });
+
+  test('S1b (medium, fixed with S1) row-level security enabled after the UPDATE was queued on the table a reviewed plpgsql trigger writes: its existing policy\'s function ran as the writer', async () => {
+    const id = await queue("UPDATE rt45_rl_t SET v = 's1b' WHERE id = 1");
+    await sourceQuery(env, 'ALTER TABLE public.rt45_log3 ENABLE ROW LEVEL SECURITY');
+    try {
+      // Before the fix: executed, evidence [{ what: 's1b policy', who: <writer> }], the audit row written.
+      expect({ done: await approve(id), evidence: await evidence(), v: await value('rt45_rl_t', 1), audit: await count('public.rt45_log3') }).toEqual({ done: stale(id), evidence: [], v: 'one', audit: 0 });
+    } finally {
+      await sourceQuery(env, 'ALTER TABLE public.rt45_log3 DISABLE ROW LEVEL SECURITY; DELETE FROM public.rt45_log3');
       await rescan();
     }
   });
