@@ -25,7 +25,7 @@
  * pg_type `oid:xmin` (its default, NOT NULL) and its pg_constraint rows `oid:xmin` (its CHECKs);
  * and (red team rt44a D1–D4, X2) every function and operator those hooks depend on as PostgreSQL
  * records it (pg_depend from the triggers, rules, policies, defaults, constraints, domain
- * constraints and indexes; from an operator to its functions, from an operator class to its
+ * constraints, domains (their DEFAULT: red team rt45a X3) and indexes; from an operator to its functions, from an operator class to its
  * family's support functions and operators, from a function with an SQL-standard body to what it
  * calls, to any depth): pg_proc and pg_operator `oid:xmin` (a DEFAULT's, CHECK's, index
  * expression's or policy's function replaced by CREATE OR REPLACE, which takes no table lock).
@@ -36,6 +36,9 @@
  * pg_constraint_conrelid_contypid_conname_index, pg_index_indrelid_index, pg_inherits_parent_index,
  * pg_attribute_relid_attnum_index) and a walk of the columns' types; in the write's transaction, no
  * extra round trip beyond the guard that already ran there (task hw), to which this part is joined.
+ * A relation with part `G` (OPAQUE_REACH_SQL) pays for the digest: 33–70 ms per computation on a
+ * database of 1,000 tables of 11 columns (8–15 ms before rt45a added relations, columns and types),
+ * in the guard and in the scan, per such relation.
  *
  * Locks (red team rt44a L1, L2): runWrite locks the write's targets ROW EXCLUSIVE before the guard
  * (`WriteGuard.lock`; descendants and a view's base relations with them), so DDL on them committed
@@ -47,9 +50,12 @@
  * code replaced while the statement ran, which ran before the guard after it rolled it back (rt44a
  * L2r); casts and type input functions (task hcast); event triggers (DDL only). Code reached from
  * a plpgsql (or other non-SQL-standard) body, for which PostgreSQL records no dependency (what a
- * reviewed trigger function calls or resolves by name on the writer's path, rt44a D5), is covered
- * coarsely: such a relation's fingerprint holds a digest of all user code in the database
- * (OPAQUE_REACH_SQL), so any change to it trips the guard.
+ * reviewed trigger function calls or resolves by name on the writer's path, rt44a D5), or from a
+ * built-in that runs SQL text (query_to_xml …) or an extension's C function (dblink_exec) (rt45a S2),
+ * is covered coarsely: such a relation's fingerprint holds a digest of all user code and every
+ * relation, column and type in the database (OPAQUE_REACH_SQL), so any change to it trips the guard.
+ * The writer cannot hold the reached functions still (a row lock on pg_proc needs UPDATE on it), so
+ * rt44a L2r stays.
  */
 import type { RelationName, SourceCatalog } from '../../sql/catalog-types';
 import type { ReadGuard } from './portal-read';
@@ -62,11 +68,18 @@ const CLS = (name: string) => `'pg_catalog.${name}'::pg_catalog.regclass::pg_cat
  * A digest (md5 hex) of every object created after initdb that code can run or reach by name at run
  * time (oid ≥ 16384, FirstNormalObjectId): functions and procedures, operators, casts, triggers,
  * rewrite rules (views), row-level security policies, column defaults and constraints, each as
- * `oid:xmin`. Part `G` of the fingerprint holds it for a relation whose hooks reach a function
+ * `oid:xmin`; and (red team rt45a S1) every relation other than a temporary one as
+ * `oid:schema:name:kind:row security` (a table created on a body's path shadows the one it wrote;
+ * not xmin, which TRUNCATE, REINDEX or CLUSTER change), its columns as `attnum:type` (a column added
+ * whose type is a domain with a DEFAULT runs that default), every type outside a temporary schema as
+ * `oid:xmin` (a domain created or its DEFAULT changed) and every inheritance link (a partition or
+ * child attached). Part `G` of the fingerprint holds it for a relation whose hooks reach a function
  * with a body PostgreSQL records no dependencies for (plpgsql, PL/*, or LANGUAGE sql with a string
- * body: prolang other than internal (12) and c (13), no SQL-standard `prosqlbody`): what such a body
- * calls, looks up on the writer's search path or writes (and so what those tables run) can be
- * anything in the database, so any such change after the scan trips the guard (red team rt44a D5).
+ * body: prolang other than internal (12) and c (13), no SQL-standard `prosqlbody`), a C or internal
+ * function created after initdb (an extension's: dblink_exec runs any SQL text), or a built-in that
+ * runs SQL text or reads relations by name (SQL_TEXT_RUNNERS; rt45a S2): what such code calls, looks
+ * up on the writer's search path or writes (and so what those tables run) can be anything in the
+ * database, so any such change after the scan trips the guard (red team rt44a D5).
  * Strict by design: DDL anywhere in the source fails queued writes to such relations once (requeue).
  */
 const OPAQUE_REACH_SQL = `SELECT pg_catalog.md5(coalesce(pg_catalog.string_agg(hgv.v, ',' ORDER BY hgv.v), '')) FROM (
@@ -77,7 +90,26 @@ const OPAQUE_REACH_SQL = `SELECT pg_catalog.md5(coalesce(pg_catalog.string_agg(h
           UNION ALL SELECT 'r' || hg5.oid::text || ':' || hg5.xmin::text FROM pg_catalog.pg_rewrite hg5 WHERE hg5.oid >= 16384
           UNION ALL SELECT 'l' || hg6.oid::text || ':' || hg6.xmin::text FROM pg_catalog.pg_policy hg6
           UNION ALL SELECT 'd' || hg7.oid::text || ':' || hg7.xmin::text FROM pg_catalog.pg_attrdef hg7 WHERE hg7.oid >= 16384
-          UNION ALL SELECT 'k' || hg8.oid::text || ':' || hg8.xmin::text FROM pg_catalog.pg_constraint hg8 WHERE hg8.oid >= 16384) hgv`;
+          UNION ALL SELECT 'k' || hg8.oid::text || ':' || hg8.xmin::text FROM pg_catalog.pg_constraint hg8 WHERE hg8.oid >= 16384
+          UNION ALL SELECT 'n' || hg9.oid::text || ':' || hg9.relnamespace::text || ':' || hg9.relname::text || ':' || hg9.relkind::text || ':' || hg9.relrowsecurity::text || hg9.relforcerowsecurity::text
+            FROM pg_catalog.pg_class hg9 WHERE hg9.oid >= 16384 AND hg9.relpersistence <> 't'
+          UNION ALL SELECT 'a' || hga.attrelid::text || ':' || hga.attnum::text || ':' || hga.atttypid::text FROM pg_catalog.pg_attribute hga
+            JOIN pg_catalog.pg_class hgb ON hgb.oid = hga.attrelid WHERE hga.attrelid >= 16384 AND hgb.relpersistence <> 't' AND hga.attnum > 0 AND NOT hga.attisdropped
+          UNION ALL SELECT 'y' || hgy.oid::text || ':' || hgy.xmin::text FROM pg_catalog.pg_type hgy
+            JOIN pg_catalog.pg_namespace hgn ON hgn.oid = hgy.typnamespace WHERE hgy.oid >= 16384 AND hgn.nspname !~ '^pg_(toast_)?temp_'
+          UNION ALL SELECT 'h' || hgi.inhrelid::text || ':' || hgi.inhparent::text FROM pg_catalog.pg_inherits hgi WHERE hgi.inhrelid >= 16384) hgv`;
+
+/**
+ * The built-in functions (prolang internal, by their C symbol, prosrc) that run SQL text or read
+ * relations by a name or cursor given at run time: the query, cursor, table, schema and database
+ * `*_to_xml*` family, ts_stat and ts_rewrite with a query. PostgreSQL records no dependency on a
+ * built-in (pinned) function, nor on what the text names, so a hook calling one is found in its
+ * stored expression (`:funcid <oid> ` in the node tree; red team rt45a S2).
+ */
+const SQL_TEXT_RUNNERS = ['query_to_xml', 'query_to_xmlschema', 'query_to_xml_and_xmlschema', 'cursor_to_xml', 'cursor_to_xmlschema', 'table_to_xml', 'table_to_xmlschema', 'table_to_xml_and_xmlschema', 'schema_to_xml', 'schema_to_xmlschema', 'schema_to_xml_and_xmlschema', 'database_to_xml', 'database_to_xmlschema', 'database_to_xml_and_xmlschema', 'ts_stat1', 'ts_stat2', 'tsquery_rewrite_query'];
+
+/** The regular expression (SQL text) a node tree matches when it calls one of SQL_TEXT_RUNNERS. */
+const SQL_TEXT_RUNNER_RE = `(SELECT ':funcid (' || pg_catalog.string_agg(hgz.oid::text, '|') || ') ' FROM pg_catalog.pg_proc hgz WHERE hgz.prolang = 12 AND hgz.prosrc IN (${SQL_TEXT_RUNNERS.map((n) => `'${n}'`).join(', ')}))`;
 
 /**
  * The recursive CTE `hy(oid)` (its name and body, for a WITH RECURSIVE) of every type the columns of
@@ -127,15 +159,26 @@ export function writeHooksSql(rel: string): string {
         UNION SELECT ${CLS('pg_attrdef')}, hfd.oid FROM pg_catalog.pg_attrdef hfd WHERE hfd.adrelid = ${rel}
         UNION SELECT ${CLS('pg_constraint')}, hfk.oid FROM pg_catalog.pg_constraint hfk WHERE hfk.conrelid = ${rel} OR hfk.contypid IN (SELECT hy.oid FROM hy)
         UNION SELECT ${CLS('pg_class')}, hfi.indexrelid FROM pg_catalog.pg_index hfi WHERE hfi.indrelid = ${rel}
+        UNION SELECT ${CLS('pg_type')}, hfy.oid FROM pg_catalog.pg_type hfy WHERE hfy.oid IN (SELECT hy.oid FROM hy) AND hfy.typtype = 'd'
         UNION
         SELECT hfx.c, hfx.o FROM hf CROSS JOIN LATERAL (
           SELECT hfe.refclassid, hfe.refobjid FROM pg_catalog.pg_depend hfe
             WHERE hfe.classid = hf.c AND hfe.objid = hf.o AND hfe.refclassid IN (${CLS('pg_proc')}, ${CLS('pg_operator')}, ${CLS('pg_opclass')})
           UNION ALL SELECT ${CLS('pg_proc')}, hfp.amproc FROM pg_catalog.pg_opclass hfc JOIN pg_catalog.pg_amproc hfp ON hfp.amprocfamily = hfc.opcfamily WHERE hf.c = ${CLS('pg_opclass')} AND hfc.oid = hf.o
           UNION ALL SELECT ${CLS('pg_operator')}, hfo.amopopr FROM pg_catalog.pg_opclass hfc JOIN pg_catalog.pg_amop hfo ON hfo.amopfamily = hfc.opcfamily WHERE hf.c = ${CLS('pg_opclass')} AND hfc.oid = hf.o) AS hfx(c, o))
-      SELECT pg_catalog.string_agg(hfv.v, ',' ORDER BY hfv.v) || CASE WHEN EXISTS (
+      SELECT coalesce(pg_catalog.string_agg(hfv.v, ',' ORDER BY hfv.v), '') || CASE WHEN EXISTS (
           SELECT 1 FROM pg_catalog.pg_proc hgq WHERE hgq.oid IN (SELECT hf.o FROM hf WHERE hf.c = ${CLS('pg_proc')})
-            AND hgq.prolang NOT IN (12, 13) AND (pg_catalog.to_jsonb(hgq) ->> 'prosqlbody') IS NULL)
+            AND (hgq.prolang NOT IN (12, 13) AND (pg_catalog.to_jsonb(hgq) ->> 'prosqlbody') IS NULL OR hgq.oid >= 16384 AND hgq.prolang IN (12, 13)))
+          OR EXISTS (SELECT 1 FROM hf CROSS JOIN LATERAL (
+            SELECT hnd.adbin::text FROM pg_catalog.pg_attrdef hnd WHERE hf.c = ${CLS('pg_attrdef')} AND hnd.oid = hf.o
+            UNION ALL SELECT hnk.conbin::text FROM pg_catalog.pg_constraint hnk WHERE hf.c = ${CLS('pg_constraint')} AND hnk.oid = hf.o
+            UNION ALL SELECT coalesce(hnl.polqual::text, '') || coalesce(hnl.polwithcheck::text, '') FROM pg_catalog.pg_policy hnl WHERE hf.c = ${CLS('pg_policy')} AND hnl.oid = hf.o
+            UNION ALL SELECT hnw.ev_action::text || coalesce(hnw.ev_qual::text, '') FROM pg_catalog.pg_rewrite hnw WHERE hf.c = ${CLS('pg_rewrite')} AND hnw.oid = hf.o
+            UNION ALL SELECT hnt.tgqual::text FROM pg_catalog.pg_trigger hnt WHERE hf.c = ${CLS('pg_trigger')} AND hnt.oid = hf.o
+            UNION ALL SELECT coalesce(hni.indexprs::text, '') || coalesce(hni.indpred::text, '') FROM pg_catalog.pg_index hni WHERE hf.c = ${CLS('pg_class')} AND hni.indexrelid = hf.o
+            UNION ALL SELECT pg_catalog.to_jsonb(hnp) ->> 'prosqlbody' FROM pg_catalog.pg_proc hnp WHERE hf.c = ${CLS('pg_proc')} AND hnp.oid = hf.o
+            UNION ALL SELECT hny.typdefaultbin::text FROM pg_catalog.pg_type hny WHERE hf.c = ${CLS('pg_type')} AND hny.oid = hf.o) AS hn(t)
+            WHERE hn.t ~ ${SQL_TEXT_RUNNER_RE})
         THEN '|G' || (${OPAQUE_REACH_SQL}) ELSE '' END FROM (
         SELECT 'p' || hfq.oid::text || ':' || hfq.xmin::text AS v FROM pg_catalog.pg_proc hfq WHERE hfq.oid IN (SELECT hf.o FROM hf WHERE hf.c = ${CLS('pg_proc')})
         UNION ALL SELECT 'o' || hfr.oid::text || ':' || hfr.xmin::text FROM pg_catalog.pg_operator hfr WHERE hfr.oid IN (SELECT hf.o FROM hf WHERE hf.c = ${CLS('pg_operator')})) hfv), ''))`;
