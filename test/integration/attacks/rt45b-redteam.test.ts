@@ -8,11 +8,16 @@
  * Each test is one attack; its name says whether it is a finding (severity, fixed or open:
  * test.failing while open) or an attack the trail withstands ("held").
  */
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { gunzipSync, gzipSync } from 'node:zlib';
 import pg from 'pg';
 import { createGrantedLoginRole, dropLoginRole, freshControlDb, type TestControlDb } from '../control/control-db';
 import { grantRuntimeRole, migrationNames, runMigrations } from '../../../src/control/db';
 import { ChainLane } from '../../../src/audit/chain';
 import { verifyAuditChain } from '../../../src/audit/verify';
+import { archiveAuditPartitions } from '../../../src/audit/archive';
 import { migrateDown } from '../../helpers/migrate-down';
 import { BASE_AUDIT_ROW, tamperAsSuperuser } from '../../helpers/audit-events';
 
@@ -336,5 +341,55 @@ describe('what a stolen runtime credential can still write', () => {
     const twice = await t.db.pool.query<{ n: number }>("SELECT count(*)::int AS n FROM audit_events WHERE request_id = 'req_answered'");
     expect(twice.rows[0].n).toBe(2);
     expect((await verifyAuditChain(t.db)).ok).toBe(false);
+  });
+});
+
+describe('verify of an archive file with hostile values', () => {
+  let t: TestControlDb;
+  let dir: string;
+  beforeAll(async () => {
+    t = await freshControlDb('rt45b_arch');
+    dir = mkdtempSync(join(tmpdir(), 'il-rt45b-'));
+  });
+  afterAll(async () => {
+    rmSync(dir, { recursive: true, force: true });
+    await t?.cleanup();
+  });
+
+  // Finding F3 (low, open): h28t made an archived event whose kind or details its domains refuse load
+  // and be named as its batch; any other value its column refuses (NULL in a NOT NULL column, a time,
+  // number or array that does not parse) still fails the load, so `audit verify --archive` throws the
+  // database's error (23502, 22007, 22P02) instead of naming the altered batch. Not a false OK (verify
+  // exits non-zero either way, and the file's SHA-256 no longer matches audit_archives); a value
+  // that parses (a 100,000-character request_id) is named. Fix: load failing rows one by one and
+  // name their batch.
+  test.failing('finding F3 (low, open): an archived event edited to a value its column refuses is named as its batch, not a thrown load error', async () => {
+    const lane = new ChainLane(t.db.pool);
+    await lane.append([{ ...BASE_AUDIT_ROW, request_id: 'arch-a', time: new Date().toISOString() }], 5000);
+    const b2 = await lane.append([{ ...BASE_AUDIT_ROW, request_id: 'arch-b', time: new Date().toISOString() }], 5000);
+    await lane.append([], 5000, 'seal');
+    const n = new Date();
+    const file = join(dir, 'a.jsonl.gz');
+    await archiveAuditPartitions(t.db, { before: new Date(Date.UTC(n.getUTCFullYear(), n.getUTCMonth() + 1, 1)), file, force: true });
+    expect(await verifyAuditChain(t.db, { archiveFile: file })).toMatchObject({ ok: true });
+    const lines = gunzipSync(readFileSync(file)).toString('utf8').split('\n').filter(Boolean);
+    expect(lines.filter((l) => l.includes('"arch-b"'))).toHaveLength(1);
+    const edits: Array<[string, (o: Record<string, unknown>) => Record<string, unknown>]> = [
+      ['request_id of 100,000 characters', (o) => ({ ...o, request_id: 'x'.repeat(100_000) })],
+      ['decision null', (o) => ({ ...o, decision: null })],
+      ['time not a time', (o) => ({ ...o, time: 'yesterday-ish' })],
+      ['row_count a word', (o) => ({ ...o, row_count: 'many' })],
+      ['relations not an array', (o) => ({ ...o, relations: '{' })],
+    ];
+    const got: Record<string, unknown> = {};
+    for (const [what, edit] of edits) {
+      const f = join(dir, 'edited.jsonl.gz');
+      writeFileSync(f, gzipSync(lines.map((l) => (l.includes('"arch-b"') ? JSON.stringify(edit(JSON.parse(l) as Record<string, unknown>)) : l)).join('\n') + '\n'));
+      got[what] = await verifyAuditChain(t.db, { archiveFile: f }).then(
+        (r) => ({ ok: r.ok, batch: r.firstMismatch?.batchId, fault: r.firstMismatch?.fault }),
+        (e: { code?: string }) => ({ threw: e.code }),
+      );
+    }
+    expect(got).toEqual(Object.fromEntries(edits.map(([w]) => [w, { ok: false, batch: b2, fault: 'hash_mismatch' }])));
   });
 });
