@@ -197,6 +197,34 @@ describe('a stolen runtime credential against the trail\'s domains', () => {
     expect(checks.rows.map((r) => r.n)).toEqual(['audit_details_check', 'audit_event_count_check', 'audit_event_kind_check', 'audit_format_check', 'audit_hash_check', 'audit_mark_check', 'audit_seq_check']);
   });
 
+  test('held: the runtime role cannot take a lock an append waits for; with its own batch uncommitted and the one lock it may take held, the gateway\'s append commits', async () => {
+    // Its INSERT is granted per column, and LOCK TABLE looks at table privileges: every mode but ACCESS SHARE (SELECT) is refused.
+    const modes = ['ROW EXCLUSIVE', 'SHARE', 'SHARE ROW EXCLUSIVE', 'EXCLUSIVE', 'ACCESS EXCLUSIVE'];
+    const got: string[] = [];
+    for (const table of ['audit_events', 'audit_batches']) {
+      for (const mode of modes) {
+        await rt.query('BEGIN');
+        got.push(await codeOf(rt, `LOCK TABLE ${table} IN ${mode} MODE NOWAIT`));
+        await rt.query('ROLLBACK');
+      }
+      await rt.query('BEGIN');
+      got.push(await codeOf(rt, `SELECT 1 FROM ${table} LIMIT 1 FOR KEY SHARE`));
+      await rt.query('ROLLBACK');
+    }
+    expect(got).toEqual(Array(12).fill('42501'));
+    // Everything it may do, held open: ACCESS SHARE on both tables, a batch and an event of its own uncommitted.
+    await rt.query('BEGIN');
+    try {
+      await rt.query('LOCK TABLE audit_events, audit_batches IN ACCESS SHARE MODE');
+      const own = await rt.query<{ id: string }>("INSERT INTO audit_batches (committed_at, event_count, hash, format, chain_id, seq) VALUES (now(), 1, decode(repeat('ab', 32), 'hex'), 3, gen_random_uuid(), 0) RETURNING id::text");
+      await rt.query(`INSERT INTO audit_events (kind, decision, details, batch_id) VALUES ('tool_call', 'allowed', '{}', ${own.rows[0].id})`);
+      const lane = new ChainLane(t.db.pool);
+      await expect(lane.append([{ ...BASE_AUDIT_ROW, request_id: 'during-hold' }], 5000)).resolves.toMatch(/^[0-9]+$/);
+    } finally {
+      await rt.query('ROLLBACK');
+    }
+  });
+
   // Finding F2 (low, open): the domains, like every type, and the trail tables' row types grant USAGE
   // to PUBLIC, so a runtime session may make a temp table with a column of one. While it lives, the
   // owner's ALTER DOMAIN … ADD CONSTRAINT fails (0A000 "cannot access temporary tables of other
