@@ -384,17 +384,18 @@ describe('verify of an archive file with hostile values', () => {
     await t?.cleanup();
   });
 
-  // Finding F3 (low, open): h28t made an archived event whose kind or details its domains refuse load
+  // Finding F3 (low, fixed): h28t made an archived event whose kind or details its domains refuse load
   // and be named as its batch; any other value its column refuses (NULL in a NOT NULL column, a time,
-  // number or array that does not parse) still fails the load, so `audit verify --archive` throws the
-  // database's error (23502, 22007, 22P02) instead of naming the altered batch. Not a false OK (verify
-  // exits non-zero either way, and the file's SHA-256 no longer matches audit_archives); a value
-  // that parses (a 100,000-character request_id) is named. Fix: load failing rows one by one and
-  // name their batch.
-  test.failing('finding F3 (low, open): an archived event edited to a value its column refuses is named as its batch, not a thrown load error', async () => {
+  // number or array that does not parse) still failed the load, so `audit verify --archive` threw the
+  // database's error (23502, 22007, 22P02) instead of naming the altered batch (never a false OK: the
+  // file's SHA-256 no longer matches audit_archives). Fixed in verify.ts loadArchive: a chunk refused
+  // for a value is loaded row by row and the refused lines left out, so their batch is recomputed
+  // without them and named. Shown failing without the fix (each edit threw its SQLSTATE).
+  test('finding F3 (low, fixed): an archived event edited to a value its column refuses is named as its batch, not a thrown load error', async () => {
     const lane = new ChainLane(t.db.pool);
     await lane.append([{ ...BASE_AUDIT_ROW, request_id: 'arch-a', time: new Date().toISOString() }], 5000);
-    const b2 = await lane.append([{ ...BASE_AUDIT_ROW, request_id: 'arch-b', time: new Date().toISOString() }], 5000);
+    const b2 = await lane.append([{ ...BASE_AUDIT_ROW, request_id: 'arch-b', time: new Date().toISOString() }, { ...BASE_AUDIT_ROW, request_id: 'arch-c', time: new Date().toISOString() }], 5000);
+    await lane.append([{ ...BASE_AUDIT_ROW, request_id: 'arch-d', time: new Date().toISOString() }], 5000);
     await lane.append([], 5000, 'seal');
     const n = new Date();
     const file = join(dir, 'a.jsonl.gz');
@@ -414,10 +415,10 @@ describe('verify of an archive file with hostile values', () => {
       const f = join(dir, 'edited.jsonl.gz');
       writeFileSync(f, gzipSync(lines.map((l) => (l.includes('"arch-b"') ? JSON.stringify(edit(JSON.parse(l) as Record<string, unknown>)) : l)).join('\n') + '\n'));
       got[what] = await verifyAuditChain(t.db, { archiveFile: f }).then(
-        (r) => ({ ok: r.ok, batch: r.firstMismatch?.batchId, fault: r.firstMismatch?.fault }),
+        (r) => ({ ok: r.ok, recorded: r.archive?.recorded, batch: r.firstMismatch?.batchId, fault: r.firstMismatch?.fault, mismatches: r.mismatchCount }),
         (e: { code?: string }) => ({ threw: e.code }),
       );
     }
-    expect(got).toEqual(Object.fromEntries(edits.map(([w]) => [w, { ok: false, batch: b2, fault: 'hash_mismatch' }])));
+    expect(got).toEqual(Object.fromEntries(edits.map(([w]) => [w, { ok: false, recorded: false, batch: b2, fault: 'hash_mismatch', mismatches: 1 }])));
   });
 });
