@@ -7,6 +7,10 @@
  *
  * Each test is one attack; its name says whether it is a finding (severity, fixed or open:
  * test.failing while open) or an attack the trail withstands ("held").
+ *
+ *   F1 medium, open (design): a format-3 chain the runtime role writes itself verifies, lies included.
+ *   F2 low, open: a runtime temp table of a trail domain or row type makes ALTER DOMAIN / ALTER COLUMN TYPE fail.
+ *   F3 low, fixed: verify --archive threw on a file value its column refuses instead of naming the batch.
  */
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -232,8 +236,9 @@ describe('a stolen runtime credential against the trail\'s domains', () => {
   // of audit_events (0A000 "… uses its row type"), the two kinds of statement h28t's migration runs:
   // a migration like it fails while such a session lives (one transaction: nothing half-applied),
   // as a runtime session holding a lock on the trail already makes it wait. The cure is ending the
-  // session; REVOKE USAGE on the domains and row types from PUBLIC would close it but must follow
-  // every new monthly partition's row type too.
+  // session (docs/operators.md, "What a stolen runtime credential can still stall"); REVOKE USAGE on
+  // the domains and row types from PUBLIC would close it but must follow every new monthly
+  // partition's row type too.
   test.failing('finding F2 (low, open): while a runtime session keeps a temp table of a trail domain or row type, the owner can alter neither (a migration fails)', async () => {
     const s = new pg.Client({ connectionString: rtUrl });
     await s.connect();
