@@ -12,29 +12,19 @@
  * Prints per round the wall µs per read and the source backend's CPU µs per read (/proc of the
  * connection's backend, user + system), and the medians. Run: `npx tsx bench/guard-merge-cost.ts [rounds] [reads]`.
  */
-import { createSourceDb } from '../test/integration/sources/source-db';
-import { PostgresSourceConnector } from '../src/sources/postgres/connector';
-import { scanCatalog } from '../src/sources/postgres/catalog';
 import { standaloneGuard } from '../src/sources/postgres/hierarchy';
 import type { ReadGuard } from '../src/sources/postgres/portal-read';
-import { analyzeSql } from '../src/sql/analyze';
 import { initSqlParser } from '../src/sql/parser';
 import { procCpuSplitMs } from './lib/cpu';
+import { openGuardBench } from './lib/guard-bench';
 import { runBench } from './lib/stats';
 
 async function main(): Promise<void> {
   await initSqlParser();
   const rounds = Number(process.argv[2] ?? 6);
   const reads = Number(process.argv[3] ?? 2000);
-  const src = await createSourceDb('gmerge_bench');
-  const c = new PostgresSourceConnector('gmbench', src.settings({ pool_size: 1, max_concurrent_per_identity: 1 }));
+  const { src, c, sql, fn } = await openGuardBench('gmerge_bench');
   try {
-    const cat = await c.withReader((client) => scanCatalog(client));
-    const sql = 'SELECT customer_id, first_name, last_name, email FROM customer WHERE customer_id = $1';
-    const a = analyzeSql(sql, cat);
-    if (!a.ok) throw new Error('analysis refused');
-    const fn = c.functionGuard(cat, a);
-    if (!fn) throw new Error('no function guard for a statement using =');
     const hier = standaloneGuard([{ schema: 'public', name: 'customer' }]);
     const offset = fn.values.length;
     const merged: ReadGuard = { text: `${fn.text}\nUNION ALL\n${hier.text.replace(/\$([0-9]+)/g, (_, k: string) => `$${Number(k) + offset}`)}`, values: [...fn.values, ...hier.values] };

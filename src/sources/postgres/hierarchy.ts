@@ -78,6 +78,15 @@ const guardTexts: Array<string | undefined> = new Array(32).fill(undefined);
  * read, it returns no rows when every named relation provably stands alone, and raises 22012
  * (division by zero; read.ts GUARD_SQLSTATE) at the first that may sit in a tree, so the read's
  * statement is never executed then. The CASE makes the division run only for such a relation.
+ *
+ * Each schema is looked up by name on the server when the guard runs, as the statement's own name
+ * lookup does: `to_regnamespace` of the quoted name (the server's catalogue cache, no privilege
+ * check; NULL, so no row, for a schema that does not exist), so a schema renamed, dropped or
+ * created under that name since the scan is the one compared. Task h28g: not a join on
+ * pg_namespace, whose plan probed pg_class by `relname` alone and tested the CASE before the
+ * schema, so a same-named relation in a tree in another schema tripped the guard (and made every
+ * such read take the full check and a second read); now both columns of
+ * pg_class_relname_nsp_index are the probe's key.
  */
 export function standaloneGuardSql(count: number): string {
   // The same text object for the same count (issue 28 item 3): no string built per read, and the
@@ -94,8 +103,7 @@ function guardText(count: number): string {
   return `
 SELECT 1
 FROM (VALUES ${rows}) AS u(s, n)
-JOIN pg_catalog.pg_namespace ns ON ns.nspname = u.s
-JOIN pg_catalog.pg_class c ON c.relnamespace = ns.oid AND c.relname = u.n
+JOIN pg_catalog.pg_class c ON c.relnamespace = pg_catalog.to_regnamespace(pg_catalog.quote_ident(u.s))::oid AND c.relname = u.n
 WHERE CASE WHEN c.relhassubclass OR c.relispartition
              OR (SELECT true FROM pg_catalog.pg_inherits i WHERE i.inhrelid = c.oid LIMIT 1)
       THEN 1 / (c.relnatts * 0) = 1 ELSE false END

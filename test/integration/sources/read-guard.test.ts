@@ -46,6 +46,39 @@ test('a relation in a tree trips the guard and the statement is never executed',
   expect((await c.read('SELECT 41 + 1 AS n', [], BIG)).rowsArray).toEqual([[42]]);
 });
 
+test('a same-named relation in a tree in another schema does not trip the guard; the named one still does (task h28g)', async () => {
+  await src.admin.query(`CREATE SCHEMA other; CREATE TABLE other.flat (id int) PARTITION BY RANGE (id); CREATE TABLE other.flat_1 PARTITION OF other.flat FOR VALUES FROM (0) TO (10);
+    CREATE TABLE other.parent (id int)`);
+  try {
+    // public.flat stands alone: other.flat's tree is not its (before task h28g the plan tested the CASE on every pg_class row named flat).
+    for (let i = 0; i < 8; i++) {
+      const r = await c.read('SELECT id FROM flat ORDER BY id', [], { ...BIG, guard: standaloneGuard([rel('flat')]) });
+      expect({ i, tripped: r.guardTripped, rows: r.rowsArray }).toEqual({ i, tripped: undefined, rows: [[1], [2]] });
+    }
+    const named = await c.read("SELECT 'not a number'::int AS x", [], { ...BIG, guard: standaloneGuard([{ schema: 'other', name: 'flat' }]) });
+    expect(named.guardTripped).toBe(true);
+    // And the other way round: other.parent stands alone beside public.parent's tree.
+    const r = await c.read('SELECT 1 AS one', [], { ...BIG, guard: standaloneGuard([{ schema: 'other', name: 'parent' }, rel('flat')]) });
+    expect({ tripped: r.guardTripped, rows: r.rowsArray }).toEqual({ tripped: undefined, rows: [[1]] });
+  } finally {
+    await src.admin.query('DROP SCHEMA other CASCADE');
+  }
+});
+
+test('schemas are looked up by name when the guard runs: a quoted name, and a schema renamed with a tree made under its old name (task h28g)', async () => {
+  await src.admin.query(`CREATE SCHEMA "Odd.S"; CREATE TABLE "Odd.S"."T" (id int); CREATE SCHEMA s_old; CREATE TABLE s_old.t (id int)`);
+  try {
+    const g = standaloneGuard([{ schema: 'Odd.S', name: 'T' }, { schema: 's_old', name: 't' }]);
+    expect((await c.read('SELECT 1 AS one', [], { ...BIG, guard: g })).rowsArray).toEqual([[1]]);
+    await src.admin.query('ALTER SCHEMA s_old RENAME TO s_moved; CREATE SCHEMA s_old; CREATE TABLE s_old.t (id int) PARTITION BY RANGE (id); CREATE TABLE s_old.t_1 PARTITION OF s_old.t FOR VALUES FROM (0) TO (10)');
+    expect((await c.read("SELECT 'not a number'::int AS x", [], { ...BIG, guard: g })).guardTripped).toBe(true);
+    await src.admin.query('DROP SCHEMA s_old CASCADE; CREATE TABLE "Odd.S"."Kid" () INHERITS ("Odd.S"."T")');
+    expect((await c.read("SELECT 'not a number'::int AS x", [], { ...BIG, guard: g })).guardTripped).toBe(true);
+  } finally {
+    await src.admin.query('DROP SCHEMA "Odd.S" CASCADE; DROP SCHEMA IF EXISTS s_old CASCADE; DROP SCHEMA IF EXISTS s_moved CASCADE');
+  }
+});
+
 test("a statement error after a passing guard is the statement's own error, not a tripped guard", async () => {
   await expect(c.read('SELECT 1 / (id - id) FROM flat', [], { ...BIG, guard: standaloneGuard([rel('flat')]) })).rejects.toMatchObject({ code: 'execution_failed', sqlState: '22012' });
 });
