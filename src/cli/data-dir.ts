@@ -13,8 +13,11 @@
  * A configured folder (config file or INTERLOCK_EMBEDDED_DATA_DIR) other than the default is used
  * as given, relative to the current folder.
  *
- * Read commands (list, show, search, …) never create a database: when the chosen folder holds no
- * cluster, `missingDatabaseMessage` says where the CLI looked and how to point it elsewhere.
+ * Only the gateway's start (serve, demo: `npm start`) creates a database; every other command,
+ * reading or writing, refuses when the chosen folder holds no cluster, and `missingDatabaseMessage`
+ * says where the CLI looked and how to point it elsewhere (task fx45 item 1). The demo's banner
+ * gives the CLI lines with INTERLOCK_EMBEDDED_DATA_DIR when its folder is configured
+ * (`cliCommandPrefix`).
  */
 import { dirname, join, resolve } from 'node:path';
 
@@ -75,8 +78,27 @@ export function resolveEmbeddedDataDir(configured: string, ctx: DataDirContext):
   return { dir: user, source: 'user', looked };
 }
 
-/** The message of a read command that found no control database. */
+/**
+ * The message of a command that found no control database (exit 3, not_found): the places really
+ * looked at (for the default search: `.interlock/pg` in the current folder and each parent, then the
+ * fallback folder `r.dir`, the per-user one or, as root, the installation's own), that nothing was
+ * created, and how to point the CLI elsewhere, INTERLOCK_EMBEDDED_DATA_DIR first (task fx45 item 3).
+ */
 export function missingDatabaseMessage(r: ResolvedDataDir): string {
-  const where = r.source === 'configured' ? r.dir : `${PROJECT_DATA_DIR} in ${dirname(dirname(r.looked[0]))} and every parent folder, and ${r.looked.at(-1)}`;
-  return `no InterLock control database found (looked for ${where}); nothing was created. Start one with npm start (or interlock demo / serve), or point the CLI at yours with --database-url URL, INTERLOCK_DATABASE_URL, or database.embedded_data_dir in --config FILE`;
+  const where = r.source === 'configured' ? r.dir : `${PROJECT_DATA_DIR} in ${dirname(dirname(r.looked[0]))} and every parent folder, and ${r.dir}`;
+  return `no InterLock control database found (looked for ${where}); nothing was created. Start one with npm start (or interlock demo / serve), or point the CLI at yours with INTERLOCK_EMBEDDED_DATA_DIR=FOLDER (the gateway's "Control data:" folder), --database-url URL, INTERLOCK_DATABASE_URL, or database.embedded_data_dir in --config FILE`;
+}
+
+/** `value` quoted for a POSIX shell when it holds anything but safe path characters. */
+function shellWord(value: string): string {
+  return /^[A-Za-z0-9_@%+=:,./-]+$/.test(value) ? value : `'${value.replace(/'/g, `'\\''`)}'`;
+}
+
+/**
+ * What goes before `npm exec -- interlock …` in a line the demo's banner prints, so the CLI finds
+ * the gateway's embedded database: `INTERLOCK_EMBEDDED_DATA_DIR=<absolute folder> ` (shell-quoted
+ * when needed) when the folder was configured, "" when the CLI's default search finds it anyway.
+ */
+export function cliCommandPrefix(r: ResolvedDataDir): string {
+  return r.source === 'configured' ? `INTERLOCK_EMBEDDED_DATA_DIR=${shellWord(r.dir)} ` : '';
 }

@@ -48,7 +48,7 @@ import { dropRowViews } from '../control/row-views';
 import { registerApply } from './apply';
 import { registerExport } from './export';
 import { EXIT_NOT_CONFIRMED, NotConfirmedError, registerApprovalCommands } from './approval';
-import { hasCluster, missingDatabaseMessage, resolveEmbeddedDataDir } from './data-dir';
+import { cliCommandPrefix, hasCluster, missingDatabaseMessage, resolveEmbeddedDataDir, type ResolvedDataDir } from './data-dir';
 import { homedir, userInfo } from 'node:os';
 import { parsePositiveInt, parseTime } from './args';
 import { registerIdentityCommands } from './identity';
@@ -59,9 +59,6 @@ import { registerPolicyCommands } from './policy';
 import { registerOperatorTokenCommands } from './operator-token';
 import { INSTALL_ROOT as INSTALL_ROOT_DIR } from '../install-root';
 import { boundedCommand, cliControlBounds, type CliControlBounds } from './bounds';
-
-/** Commands that only read: with no control database they say where they looked instead of creating one. */
-const READ_COMMANDS = new Set(['list', 'show', 'status', 'search', 'tail', 'grants', 'whoami', 'export', 'verify']);
 
 /** The folder of this installation (the clone holding src/ and bin/). */
 const INSTALL_ROOT = INSTALL_ROOT_DIR;
@@ -86,6 +83,8 @@ class Session {
   private cfg: ResolvedGatewayConfig | null = null;
   private dbp: Promise<ControlDb> | null = null;
   embedded: EmbeddedPostgres | null = null;
+  /** Where the embedded server's folder was chosen from (null before it starts, or with a database URL). */
+  dataDir: ResolvedDataDir | null = null;
   readonly logger: Logger;
 
   constructor(
@@ -107,8 +106,13 @@ class Session {
     return this.cfg;
   }
 
-  /** True for a command that only reads (list, show, …): it never creates an embedded database. */
-  readOnly = false;
+  /**
+   * True only for the gateway's start (serve, demo: `npm start`): it may initialise a new embedded
+   * control database. Every other command refuses (not_found, exit 3) when the chosen folder holds
+   * none, so a command run without the gateway's INTERLOCK_EMBEDDED_DATA_DIR never makes an empty
+   * database in the default place (task fx45 item 1).
+   */
+  createsDatabase = false;
 
   /** False for serve and demo (the gateway's pool); true otherwise: the control connection gets the CLI's bounds. */
   bounded = true;
@@ -118,15 +122,16 @@ class Session {
 
   /**
    * The control database URL and, for the embedded server, the admin URL. Starts the embedded
-   * server when no URL is configured, in the folder src/cli/data-dir.ts chooses; a read-only
-   * command refuses (not_found) instead of creating an empty one.
+   * server when no URL is configured, in the folder src/cli/data-dir.ts chooses; a command other
+   * than serve or demo refuses (not_found) instead of creating an empty one.
    */
   async databaseUrls(): Promise<{ controlUrl: string; adminUrl: string }> {
     const cfg = this.config();
     if (cfg.database.url) return { controlUrl: cfg.database.url, adminUrl: cfg.database.url };
     if (!this.embedded) {
       const where = resolveEmbeddedDataDir(cfg.database.embedded_data_dir, { cwd: process.cwd(), home: homedir(), env: process.env, exists: existsSync, installRoot: INSTALL_ROOT, privateHome: process.getuid?.() === 0 });
-      if (this.readOnly && !hasCluster(where.dir, existsSync)) throw new ControlError('not_found', missingDatabaseMessage(where));
+      if (!this.createsDatabase && !hasCluster(where.dir, existsSync)) throw new ControlError('not_found', missingDatabaseMessage(where));
+      this.dataDir = where;
       this.embedded = await startEmbeddedPostgres({ dataDir: where.dir, port: cfg.database.embedded_port, logger: this.logger });
       await ensureDatabase(this.embedded.adminUrl, EMBEDDED_CONTROL_DB);
     }
@@ -340,8 +345,8 @@ function buildProgram(io: CliIo, state: { session: Session | null }): Command {
     if (!state.session) {
       const o = cmd.optsWithGlobals() as GlobalOpts;
       state.session = new Session(o, io);
-      state.session.readOnly = READ_COMMANDS.has(cmd.name()) && !(cmd.parent?.name() === 'db' && cmd.name() !== 'status');
       const path = cmd.parent && cmd.parent.name() !== 'interlock' ? `${cmd.parent.name()} ${cmd.name()}` : cmd.name();
+      state.session.createsDatabase = path === 'serve' || path === 'demo';
       if (/^(serve|demo|db )/.test(path + ' ')) state.session.assertDirect(`interlock ${path}`);
       state.session.bounded = boundedCommand(path);
     }
@@ -391,6 +396,10 @@ function buildProgram(io: CliIo, state: { session: Session | null }): Command {
       const key = await issueDemoKey(db, setup.identityId);
       const demo = { ...setup, apiKey: key.apiKey, keyId: key.keyId };
       const consoleUrl = new URL('/console', gw.url).toString();
+      // The CLI lines must reach this gateway's database: with a configured data folder they carry it
+      // (the CLI alone searches only the default places; task fx45 item 1).
+      const cli = `${s.dataDir ? cliCommandPrefix(s.dataDir) : ''}npm exec -- interlock`;
+      const cliWhere = s.embedded ? 'in any folder of this clone' : 'with the same INTERLOCK_DATABASE_URL or --config FILE as this gateway';
       const lines = [
         '',
         'InterLock demo is running.',
@@ -412,8 +421,8 @@ function buildProgram(io: CliIo, state: { session: Session | null }): Command {
         '',
         curlExample(gw.url, demo.apiKey, demo.sourceId),
         '',
-        `Approve queued writes in the console at ${consoleUrl} (sign in with a token from: npm exec -- interlock operator-token create YOUR_NAME),`,
-        'or from another terminal, in any folder of this clone: npm exec -- interlock approval list, then npm exec -- interlock approval approve <id>',
+        `Approve queued writes in the console at ${consoleUrl} (sign in with a token from: ${cli} operator-token create YOUR_NAME),`,
+        `or from another terminal, ${cliWhere}: ${cli} approval list, then ${cli} approval approve <id>`,
         'Press Ctrl-C to stop.',
         '',
       ];

@@ -107,7 +107,9 @@ export async function applyInterlockFile(db: ControlDb, input: ApplyInput, opts:
     const events: ConfigAuditEvent[] = [];
     for (const ch of p.changes) {
       const r = await execute(c, ch, desired, opts);
-      for (const e of r === null ? [] : Array.isArray(r) ? r : [r]) events.push({ ...e, operator: opts.operator, details: { ...e.details, digest } });
+      // A change about one identity (grant_added/grant_revoked, a claim grant taken back) is stored in the
+      // row's identity column too, as recordChange does, so `audit search --identity` finds it (fx45 item 2).
+      for (const e of r === null ? [] : Array.isArray(r) ? r : [r]) events.push({ ...e, operator: opts.operator, identityId: typeof e.details.identityId === 'string' ? e.details.identityId : null, details: { ...e.details, digest } });
     }
     // Claim rules and grants naming a created PostgreSQL source's id may be older than it (rt39 finding 4): judged on the roles as this apply leaves them.
     for (const ch of p.changes) if (ch.kind === 'source' && ch.action === 'create' && desired.sources.get(ch.name)?.type === 'postgres') await refuseOnePartRolesOnSource(c, ch.name);

@@ -31,8 +31,9 @@ export const DENIED_MESSAGE =
 
 /**
  * DENIED_MESSAGE for a statement without `*` or `table.*` (task hnu41 item 2): the star advice misled
- * an agent whose statement had none. Chosen by the statement's text only (deniedText), never by what
- * exists, so a missing and an ungranted column still answer alike.
+ * an agent whose statement had none, and for a caller whose roles deny no read (task fx45 item 4).
+ * Chosen by the statement's text and the caller's own roles only (deniedText), never by what exists,
+ * so a missing and an ungranted column still answer alike.
  */
 export const DENIED_MESSAGE_NO_STAR =
   'The statement uses a relation or column that no source role granted to this identity allows, or that does not exist. Call interlock_describe_access for the tables and columns you may use.';
@@ -58,9 +59,17 @@ export function selectsStar(sql: string): boolean {
   return false;
 }
 
-/** The common refusal text for `sql` (undefined: not known, the star advice kept): DENIED_MESSAGE when it selects a star, else DENIED_MESSAGE_NO_STAR. */
-export function deniedText(sql: string | undefined): string {
-  return sql === undefined || selectsStar(sql) ? DENIED_MESSAGE : DENIED_MESSAGE_NO_STAR;
+/**
+ * The common refusal text for `sql` (undefined: not known, the star advice kept): DENIED_MESSAGE when
+ * it selects a star and `anyReadDeny` (the caller's roles deny some read on the source:
+ * AccessEvaluator.hasReadDeny, which describe_access already shows), else DENIED_MESSAGE_NO_STAR.
+ * Without any read deny a star cannot be what is refused, so a typo'd table (`SELECT * FROM
+ * artists`) gets the unknown-relation answer without the star advice (task fx45 item 4). Both
+ * inputs are the statement's text and the caller's own roles, never what exists, so a missing and an
+ * ungranted relation still answer alike.
+ */
+export function deniedText(sql: string | undefined, anyReadDeny = true): string {
+  return sql === undefined || (anyReadDeny && selectsStar(sql)) ? DENIED_MESSAGE : DENIED_MESSAGE_NO_STAR;
 }
 
 /**
@@ -108,8 +117,11 @@ export const CASCADE_DENIED_MESSAGE =
 export const RULE_DENIED_MESSAGE =
   'This write fires a rewrite rule (CREATE RULE) on a relation it writes; PostgreSQL runs the rule with its table owner\'s privileges and it may write relations InterLock cannot check, so writes through rules are refused. Write the underlying table directly, or ask the database owner to replace the rule with a trigger.';
 
-/** Maps an analyzer refusal to the tool outcome of spec/errors-v1.json; `sql` (the statement) chooses the denial's text (deniedText). */
-export function analysisRefusal(a: Extract<SqlAnalysis, { ok: false }>, sql?: string): ToolOutcome {
+/**
+ * Maps an analyzer refusal to the tool outcome of spec/errors-v1.json; `sql` (the statement) and
+ * `anyReadDeny` (the caller's roles deny some read on the source) choose the denial's text (deniedText).
+ */
+export function analysisRefusal(a: Extract<SqlAnalysis, { ok: false }>, sql?: string, anyReadDeny = true): ToolOutcome {
   switch (a.code) {
     case 'invalid_sql':
       return { kind: 'tool_error', code: 'invalid_sql', message: a.message };
@@ -121,7 +133,7 @@ export function analysisRefusal(a: Extract<SqlAnalysis, { ok: false }>, sql?: st
       return { kind: 'refusal', code: 'statement_too_complex', message: a.message };
     default:
       // unknown_relation / unknown_column: answered exactly like a denial (same code, same text).
-      return { kind: 'refusal', code: 'source_role_denied', message: deniedText(sql) };
+      return { kind: 'refusal', code: 'source_role_denied', message: deniedText(sql, anyReadDeny) };
   }
 }
 
@@ -169,7 +181,7 @@ export function authorizeStatement(evaluator: AccessEvaluator, sourceId: string,
   }
   // Views (issue 12; rt1 RT1-3): what feeds the views read (viewLineageDenied). deniedText lexes the
   // statement only on this refusal's path.
-  if (viewLineageDenied(evaluator, sourceId, a, catalog, hierarchy)) return { kind: 'refusal', code: 'source_role_denied', message: deniedText(sql) };
+  if (viewLineageDenied(evaluator, sourceId, a, catalog, hierarchy)) return { kind: 'refusal', code: 'source_role_denied', message: deniedText(sql, evaluator.hasReadDeny(sourceId)) };
   const fn = authorizeFunctionReads(evaluator, sourceId, a, catalog, hierarchy);
   if (fn) return fn;
   return a.writes.length ? authorizeReferentialWrites(evaluator, sourceId, a, catalog, hierarchy) : null;
@@ -214,7 +226,7 @@ function readRefusalText(evaluator: AccessEvaluator, sourceId: string, checks: A
     if (by) named.add(by);
     else rest = true;
   }
-  return named.size ? namedDenyMessage([...named].sort(), rest, sql !== undefined && selectsStar(sql)) : deniedText(sql);
+  return named.size ? namedDenyMessage([...named].sort(), rest, sql !== undefined && selectsStar(sql)) : deniedText(sql, evaluator.hasReadDeny(sourceId));
 }
 
 /**
@@ -242,9 +254,9 @@ function shownAncestors(evaluator: AccessEvaluator, sourceId: string, c: { schem
  */
 function writeRefusalText(evaluator: AccessEvaluator, sourceId: string, c: { schema: string; table: string; column?: string }, a: OkAnalysis, catalog: SourceCatalog, hierarchy: RelationHierarchy, sql: string | undefined): string {
   const readable = (column: string) => decideInHierarchy(evaluator, sourceId, 'read', { schema: c.schema, table: c.table, column }, hierarchy) === 'allow';
-  if (!catalogColumns(catalog, c.schema, c.table).some(readable)) return deniedText(sql);
+  if (!catalogColumns(catalog, c.schema, c.table).some(readable)) return deniedText(sql, evaluator.hasReadDeny(sourceId));
   const written = a.writes.filter((w) => w.schema === c.schema && w.table === c.table && w.operation !== 'delete').flatMap((w) => w.columns);
-  if (!written.every(readable) || (c.column !== undefined && !readable(c.column))) return deniedText(sql);
+  if (!written.every(readable) || (c.column !== undefined && !readable(c.column))) return deniedText(sql, evaluator.hasReadDeny(sourceId));
   return writeDeniedMessage(`${c.schema}.${c.table}`, c.column);
 }
 

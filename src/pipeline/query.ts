@@ -419,7 +419,7 @@ const STALE_TREE_REFUSAL: ToolOutcome = { kind: 'refusal', code: 'row_rule_unenf
  */
 export function authorizeSql(evaluator: AccessEvaluator, sourceId: string, sql: string, catalog: SourceCatalog, complexity?: ComplexityLimits): CachedAnalysis {
   const analysis = analyzeSql(sql, catalog, complexity ? { complexity } : {});
-  if (!analysis.ok) return { analysis, relations: [], denied: analysisRefusal(analysis, sql) };
+  if (!analysis.ok) return { analysis, relations: [], denied: analysisRefusal(analysis, sql, evaluator.hasReadDeny(sourceId)) };
   // What the user functions it runs may read is recorded too (task hfn).
   const relations = [...new Set([...analysis.reads, ...analysis.writes, ...(analysis.functionReads ?? []).flatMap((f) => f.relations)].map((r) => `${r.schema}.${r.table}`))].sort();
   return { analysis, relations, denied: authorizeStatement(evaluator, sourceId, analysis, catalog, undefined, sql) };

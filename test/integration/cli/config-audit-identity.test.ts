@@ -6,6 +6,7 @@
  * 20261208280000000_config-event-identity_hnu2.sql), and `audit verify` still passes.
  */
 import { randomBytes } from 'node:crypto';
+import { rmSync, writeFileSync } from 'node:fs';
 import { startGovernedEnv, type GovernedEnv } from '../../helpers/governed';
 import { createOperatorToken } from '../../../src/admin/tokens';
 import { runCli } from '../../../src/cli/main';
@@ -91,6 +92,26 @@ test("the gateway's own claim-provisioned identity and grants (SECURITY DEFINER 
     ['grant_added', 'system', id],
     ['grant_revoked', 'system', id],
   ]);
+  const v = await cli(false, 'audit', 'verify');
+  expect([v.code, v.stderr]).toEqual([0, '']);
+});
+
+test('grants made by apply (the demo provisioning\'s too) are found by --identity: their rows carry the identity (fx45 item 2)', async () => {
+  const demo = (await cliSearch(false, 'demo-agent')).filter((e) => (e as unknown[])[0] === 'grant_added');
+  // The demo file grants demo-agent its role on the Chinook source and on the handbook source, as operator interlock-demo.
+  expect(demo.length).toBeGreaterThanOrEqual(1);
+  expect(demo.every((e) => (e as unknown[])[1] === 'interlock-demo' && (e as unknown[])[2] === env.demo.identityId)).toBe(true);
+
+  const file = `/tmp/fx45-apply-${randomBytes(4).toString('hex')}.json`;
+  writeFileSync(file, JSON.stringify({ version: 1, identities: [{ name: 'apply-agent', grants: [{ role: DEMO_ROLE.name, source: 'chinook' }] }] }));
+  try {
+    const r = await cli(false, 'apply', '-f', file, '--operator', 'ops-bo');
+    expect([r.code, r.stderr]).toEqual([0, '']);
+  } finally {
+    rmSync(file, { force: true });
+  }
+  const id = (await env.db.pool.query<{ id: string }>("SELECT id FROM identities WHERE name = 'apply-agent'")).rows[0].id;
+  expect(await cliSearch(false, 'apply-agent')).toEqual([['grant_added', 'ops-bo', id]]);
   const v = await cli(false, 'audit', 'verify');
   expect([v.code, v.stderr]).toEqual([0, '']);
 });

@@ -6,7 +6,7 @@ import { execFile } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { missingDatabaseMessage, resolveEmbeddedDataDir, userDataDir } from '../../../src/cli/data-dir';
+import { cliCommandPrefix, missingDatabaseMessage, resolveEmbeddedDataDir, userDataDir } from '../../../src/cli/data-dir';
 import { freshControlDb, type TestControlDb } from '../control/control-db';
 import { createIdentity } from '../../../src/control/identities';
 import { createApiKey, DbIdentityResolver, listApiKeys } from '../../../src/control/keys';
@@ -39,6 +39,11 @@ describe('resolveEmbeddedDataDir (pure)', () => {
     // a clone's database under the current folder still wins
     expect(resolveEmbeddedDataDir('.interlock/pg', { ...root, cwd: '/work/clone/src' }).dir).toBe('/work/clone/.interlock/pg');
   });
+  test('as root inside the installation with no database: the message names the installation\'s folder last, not /.interlock/pg (fx45 item 3)', () => {
+    const r = resolveEmbeddedDataDir('.interlock/pg', { ...ctx('/srv/interlock/src'), installRoot: '/srv/interlock', privateHome: true });
+    expect(r).toMatchObject({ dir: '/srv/interlock/.interlock/pg', source: 'user' });
+    expect(missingDatabaseMessage(r)).toMatch(/^no InterLock control database found \(looked for \.interlock\/pg in \/srv\/interlock\/src and every parent folder, and \/srv\/interlock\/\.interlock\/pg\); nothing was created\. /);
+  });
 
   test('a configured folder is used as given', () => {
     expect(resolveEmbeddedDataDir('db/pg', ctx('/srv'))).toEqual({ dir: '/srv/db/pg', source: 'configured', looked: ['/srv/db/pg'] });
@@ -46,8 +51,15 @@ describe('resolveEmbeddedDataDir (pure)', () => {
   test('the message says where it looked and how to point elsewhere', () => {
     const r = resolveEmbeddedDataDir('.interlock/pg', ctx('/tmp/x'));
     expect(missingDatabaseMessage(r)).toBe(
-      'no InterLock control database found (looked for .interlock/pg in /tmp/x and every parent folder, and /home/ana/.local/share/interlock/pg); nothing was created. Start one with npm start (or interlock demo / serve), or point the CLI at yours with --database-url URL, INTERLOCK_DATABASE_URL, or database.embedded_data_dir in --config FILE',
+      'no InterLock control database found (looked for .interlock/pg in /tmp/x and every parent folder, and /home/ana/.local/share/interlock/pg); nothing was created. Start one with npm start (or interlock demo / serve), or point the CLI at yours with INTERLOCK_EMBEDDED_DATA_DIR=FOLDER (the gateway\'s "Control data:" folder), --database-url URL, INTERLOCK_DATABASE_URL, or database.embedded_data_dir in --config FILE',
     );
+  });
+  test("the demo banner's CLI prefix: the configured folder, shell-quoted when needed; none for the default search (fx45 item 1a)", () => {
+    expect(cliCommandPrefix(resolveEmbeddedDataDir('/data/my pg', ctx('/srv')))).toBe("INTERLOCK_EMBEDDED_DATA_DIR='/data/my pg' ");
+    expect(cliCommandPrefix(resolveEmbeddedDataDir("/data/it's", ctx('/srv')))).toBe("INTERLOCK_EMBEDDED_DATA_DIR='/data/it'\\''s' ");
+    expect(cliCommandPrefix(resolveEmbeddedDataDir('db/pg', ctx('/srv')))).toBe('INTERLOCK_EMBEDDED_DATA_DIR=/srv/db/pg ');
+    expect(cliCommandPrefix(resolveEmbeddedDataDir('.interlock/pg', ctx('/work/clone/src')))).toBe('');
+    expect(cliCommandPrefix(resolveEmbeddedDataDir('.interlock/pg', ctx('/tmp/x')))).toBe('');
   });
 });
 
@@ -66,8 +78,10 @@ async function runIsolated(args: string[], extra: Record<string, string> = {}): 
 }
 
 const READ_ONLY = [[['approval', 'list']], [['export']], [['audit', 'verify']]];
+// fx45 item 1b: a writing command refuses the same way; only serve and demo create a database.
+const WRITING = [[['operator-token', 'create', 'dave']], [['approval', 'approve', 'apr_0000', '--yes']], [['identity', 'create', 'x']], [['db', 'migrate']]];
 
-test.each(READ_ONLY)('a read command (%j) with no control database in the configured folder exits 3 and creates nothing', async (args) => {
+test.each([...READ_ONLY, ...WRITING])('a command (%j) with no control database in the configured folder exits 3 and creates nothing', async (args) => {
   const empty = mkdtempSync(join(tmpdir(), 'il-empty-'));
   const r = await runIsolated(args, { INTERLOCK_EMBEDDED_DATA_DIR: join(empty, 'pg') });
   try {
@@ -86,7 +100,7 @@ test.each(READ_ONLY)('a read command (%j) with no control database in the config
 // database, and only the configured-folder test above can show "nothing found". CI runs on a fresh clone.
 const rootFallback = join(__dirname, '..', '..', '..', '.interlock', 'pg');
 const defaultSearchFindsNothing = !(process.getuid?.() === 0 && existsSync(join(rootFallback, 'data', 'PG_VERSION')));
-(defaultSearchFindsNothing ? test.each(READ_ONLY) : test.skip.each(READ_ONLY))('a read command (%j) with no control database anywhere (default search) exits 3 and creates nothing', async (args) => {
+(defaultSearchFindsNothing ? test.each([...READ_ONLY, ...WRITING]) : test.skip.each([...READ_ONLY, ...WRITING]))('a command (%j) with no control database anywhere (default search) exits 3 and creates nothing', async (args) => {
   const r = await runIsolated(args);
   try {
     expect([r.code, r.stdout]).toEqual([3, '']);

@@ -55,17 +55,11 @@ afterAll(async () => {
 });
 
 describe('embedded PostgreSQL (zero setup)', () => {
-  test('CLI commands start it on demand, data persists across restarts, nothing is left running', async () => {
+  test('a CLI command other than serve/demo does not create it: exit 3, the folder stays empty (fx45 item 1b)', async () => {
     const created = await run(['identity', 'create', 'zero-agent']);
-    expect(created.stderr).toBe('');
-    expect(created.code).toBe(0);
-    expect(existsSync(join(dir, 'pg', 'data', 'PG_VERSION'))).toBe(true);
-    expect(existsSync(join(dir, 'pg', 'credentials.json'))).toBe(true);
-    expect(postmasterAlive()).toBe(false);
-    const listed = await run(['--json', 'identity', 'list']);
-    expect(listed.code).toBe(0);
-    expect((JSON.parse(listed.stdout) as Array<{ name: string }>).map((i) => i.name)).toEqual(['zero-agent']);
-    expect(postmasterAlive()).toBe(false);
+    expect([created.code, created.stdout]).toEqual([3, '']);
+    expect(created.stderr).toContain(`error: no InterLock control database found (looked for ${join(dir, 'pg')}); nothing was created.`);
+    expect(existsSync(join(dir, 'pg'))).toBe(false);
   }, 150_000);
 
   test('interlock demo: serves Chinook with the printed key and claude line; Ctrl-C stops gateway and database', async () => {
@@ -83,6 +77,12 @@ describe('embedded PostgreSQL (zero setup)', () => {
       }
       const url = /MCP endpoint: +(http:\/\/127\.0\.0\.1:\d+\/mcp)/.exec(out)![1];
       const key = /\n {4}(ilk_[A-Za-z0-9_-]{43})\n/.exec(out)![1];
+      expect(existsSync(join(dir, 'pg', 'data', 'PG_VERSION'))).toBe(true);
+      expect(existsSync(join(dir, 'pg', 'credentials.json'))).toBe(true);
+      // The CLI lines carry the configured folder: pasted as printed, they reach this database (fx45 item 1a).
+      const cli = `INTERLOCK_EMBEDDED_DATA_DIR=${join(dir, 'pg')} npm exec -- interlock`;
+      expect(out).toContain(`(sign in with a token from: ${cli} operator-token create YOUR_NAME),\n`);
+      expect(out).toContain(`\nor from another terminal, in any folder of this clone: ${cli} approval list, then ${cli} approval approve <id>\n`);
       expect(out).toContain(`\nclaude mcp add --transport http interlock "${url}" --header "Authorization: Bearer ${key}"\n`);
       expect(out).toContain(`curl -s "${url}" -H "Authorization: Bearer ${key}" -H "Content-Type: application/json" -H "Accept: application/json, text/event-stream" -H "MCP-Protocol-Version: 2025-11-25" -d '`);
 
@@ -111,4 +111,15 @@ describe('embedded PostgreSQL (zero setup)', () => {
     expect(err.trimEnd().split('\n').pop()).toBe('InterLock stopped.');
     expect(postmasterAlive()).toBe(false);
   }, 180_000);
+
+  test('after the demo stopped, CLI commands start it on demand, data persists across restarts, nothing is left running', async () => {
+    const created = await run(['identity', 'create', 'zero-agent']);
+    expect(created.stderr).toBe('');
+    expect(created.code).toBe(0);
+    expect(postmasterAlive()).toBe(false);
+    const listed = await run(['--json', 'identity', 'list']);
+    expect(listed.code).toBe(0);
+    expect((JSON.parse(listed.stdout) as Array<{ name: string }>).map((i) => i.name).sort()).toEqual(['demo-agent', 'zero-agent']);
+    expect(postmasterAlive()).toBe(false);
+  }, 150_000);
 });

@@ -106,3 +106,14 @@ test('a read its roles deny by name names the deny statement; a wildcard or miss
   // Not granted at all: unnamed.
   expect(await hr('SELECT name FROM artist')).toBe(DENIED_MESSAGE_NO_STAR);
 });
+
+test("a caller whose roles deny no read: a typo'd table with SELECT * gets the unknown-relation text, no star advice (fx45 item 4)", async () => {
+  const asDemo = async (sql: string) => (await callTool(env, 'interlock_query', { source_id: 'chinook', sql }, env.apiKey)).body.result.structuredContent;
+  // demo-agent (the demo role: allows only) — a missing and an ungranted relation answer alike.
+  expect(await asDemo('SELECT * FROM artists')).toEqual({ status: 'forbidden', code: 'source_role_denied', message: DENIED_MESSAGE_NO_STAR, request_id: expect.any(String) });
+  expect((await asDemo('SELECT * FROM employee')).message).toBe(DENIED_MESSAGE_NO_STAR);
+  expect((await asDemo('SELECT a.* FROM artist a JOIN no_such_table n ON true')).message).toBe(DENIED_MESSAGE_NO_STAR);
+  // A caller with a read deny keeps the star advice for both, alike (the text never tells them apart).
+  expect((await refusal('SELECT * FROM artists')).message).toBe(DENIED_MESSAGE);
+  expect((await refusal('SELECT * FROM employee')).message).toBe(DENIED_MESSAGE);
+});

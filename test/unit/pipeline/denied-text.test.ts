@@ -24,4 +24,6 @@ test('a star or table.* in a select list or RETURNING counts; count(*), multipli
   expect(cases.map(([sql]) => [sql, selectsStar(sql)])).toEqual(cases);
   expect([deniedText('SELECT * FROM t'), deniedText('SELECT a FROM t'), deniedText(undefined)]).toEqual([DENIED_MESSAGE, DENIED_MESSAGE_NO_STAR, DENIED_MESSAGE]);
   expect(DENIED_MESSAGE_NO_STAR).not.toContain('*');
+  // fx45 item 4: no read deny among the caller's roles, no star advice (a typo'd table is not a denied column).
+  expect([deniedText('SELECT * FROM artists', false), deniedText('SELECT * FROM t', true), deniedText(undefined, false)]).toEqual([DENIED_MESSAGE_NO_STAR, DENIED_MESSAGE, DENIED_MESSAGE]);
 });
