@@ -9,6 +9,12 @@
  * per second), refusals per second, late refusals (429 not rate_limited), other answers, wrk's
  * p50/p99 over all answers (a paused refused connection's wait included), gateway CPU µs per served
  * call, the 1-minute load average; then per setting and level the median goodput and p99.
+ * BENCH_WARM_SECONDS (default 2) at BENCH_WARM_CONNECTIONS (default 16): each gateway's warm-up before
+ * the rounds, in slices of at most 3 s taken by the gateways in turn (h29g: a gateway's CPU per call
+ * settles over its first tens of seconds of load, so unequal warm-ups read as a difference of setting).
+ * BENCH_FRESH=1 (h29i): instead, every run gets a gateway started just for it, with no warm-up and
+ * no call before wrk's, and stopped after it: the first burst a replica meets, where
+ * admission.initial_limit acts (after it the limit follows the load within ~0.1 s, bench/RESULTS.md h29g).
  * Not a timed test. Needs /usr/bin/wrk; compile first (`npm run -s build`).
  *
  * Run: `BENCH_CONFIGS=default,/tmp/a.json BENCH_CONNECTIONS=128,512 npx tsx bench/admission-configs.ts`.
@@ -39,16 +45,25 @@ async function main(): Promise<void> {
   const levels = (process.env.BENCH_CONNECTIONS ?? '512').split(',').map(Number);
   const rounds = envInt('BENCH_ROUNDS', 3);
   const seconds = envInt('BENCH_SECONDS', 4);
+  const fresh = process.env.BENCH_FRESH === '1';
   await withBenchEnv({}, async (env) => {
     const gws: GatewayChild[] = [];
     try {
-      for (const e of entries) gws.push(await start(env, e));
+      if (!fresh) for (const e of entries) gws.push(await start(env, e));
       const run = async (i: number, connections: number, s: number): Promise<{ w: WrkOverloadRun; cpuMs: number }> => {
-        const c0 = procCpuMs(gws[i].pid);
-        const w = await runWrkOverload({ url: gws[i].url, connections, seconds: s, bodies: POINT_BODIES, headers: callHeaders(env.apiKey), expect: '"track_id"' });
-        return { w, cpuMs: procCpuMs(gws[i].pid) - c0 };
+        // BENCH_FRESH: a gateway of its own for this run, stopped after it.
+        const gw = fresh ? await start(env, entries[i]) : gws[i];
+        try {
+          const c0 = procCpuMs(gw.pid);
+          const w = await runWrkOverload({ url: gw.url, connections, seconds: s, bodies: POINT_BODIES, headers: callHeaders(env.apiKey), expect: '"track_id"' });
+          return { w, cpuMs: procCpuMs(gw.pid) - c0 };
+        } finally {
+          if (fresh) await gw.stop();
+        }
       };
-      for (let i = 0; i < gws.length; i++) await run(i, 16, 2); // warm-up
+      // Warm-up: BENCH_WARM_SECONDS per gateway at BENCH_WARM_CONNECTIONS, in slices of ≤ 3 s taken in turn.
+      const warmConnections = envInt('BENCH_WARM_CONNECTIONS', 16);
+      for (let left = fresh ? 0 : envInt('BENCH_WARM_SECONDS', 2); left > 0; left -= 3) for (let i = 0; i < gws.length; i++) await run(i, warmConnections, Math.min(3, left));
       const got = new Map<string, Array<{ goodput: number; p99: number }>>();
       for (let r = 0; r < rounds; r++) {
         for (const c of levels) {
@@ -58,7 +73,7 @@ async function main(): Promise<void> {
             const goodput = w.served / w.seconds;
             const key = `${entries[i]} @ ${c}`;
             got.set(key, [...(got.get(key) ?? []), { goodput, p99: w.p99Ms }]);
-            console.log(JSON.stringify({ config: entries[i], connections: c, round: r + 1, goodput: Math.round(goodput), refusedPerS: Math.round(w.refused / w.seconds), late: w.refusedOther, other: w.other, socketErrors: w.socketErrors, p50: w.p50Ms, p99: w.p99Ms, usPerServed: Math.round((cpuMs * 1000) / Math.max(1, w.served)), load1: loadavg()[0].toFixed(1) }));
+            console.log(JSON.stringify({ config: entries[i], connections: c, round: r + 1, goodput: Math.round(goodput), refused: w.refused, refusedPerS: Math.round(w.refused / w.seconds), late: w.refusedOther, other: w.other, socketErrors: w.socketErrors, p50: w.p50Ms, p99: w.p99Ms, usPerServed: Math.round((cpuMs * 1000) / Math.max(1, w.served)), load1: loadavg()[0].toFixed(1) }));
           }
         }
       }

@@ -26,7 +26,10 @@
  * (traceSequence): the order in which bench 11 loads its admission-on gateway, so state one load
  * leaves in the limiter (a drop's ceiling, a lowered limit) shows in the next. BENCH_SOURCE_BURNER=1: a
  * loop of bench 11's slow cross join straight on the source database throughout (its part 2 runs its
- * limit-1 gateway's holder all along), so the machine is as busy as in bench 11.
+ * limit-1 gateway's holder all along), so the machine is as busy as in bench 11. BENCH_ROWS_AT
+ * (comma-separated connection counts, h29i): the phases at those loads also print their 100 ms rows
+ * (time from the phase's start, limit, in flight, queued, calls finished, shortRtt, longRtt,
+ * event-loop delay, audit queue, pressure, drop ceiling, refusals in that 100 ms).
  *
  * Run: `npm run -s build && BENCH_IDLE_SECONDS=60 npx tsx bench/admission-trace.ts`.
  */
@@ -69,6 +72,7 @@ function median(xs: number[]): number {
  * refusals and drops the limiter counted in the phase.
  */
 async function traceSequence(url: string, headers: Record<string, string>, lines: StateLine[], sequence: number[], seconds: number, gapSeconds: number): Promise<void> {
+  const rowsAt = (process.env.BENCH_ROWS_AT ?? '').split(',').filter(Boolean).map(Number);
   for (const [i, c] of sequence.entries()) {
     if (i > 0) await sleep(gapSeconds * 1000);
     const t0 = Date.now();
@@ -77,6 +81,14 @@ async function traceSequence(url: string, headers: Record<string, string>, lines
     const rows = lines.filter((s) => s.time >= t0 && s.time <= t0 + seconds * 1000);
     const first = rows[0];
     const last = rows[rows.length - 1];
+    if (rowsAt.includes(c)) {
+      console.log(`phase ${i + 1} (${c} connections): t_ms limit infl queue done shortRtt longRtt loopDelay auditQ press ceiling refused`);
+      let prev: StateLine | null = null;
+      for (const s of rows) {
+        console.log([s.time - t0, s.limit, s.inflight, s.queued, prev ? s.samples - prev.samples : '-', s.shortRtt, s.longRtt, s.loopDelayMs, s.auditQueue, s.pressured ? 'yes' : 'no', s.ceiling ?? '-', prev ? s.refused - prev.refused : '-'].join(' '));
+        prev = s;
+      }
+    }
     console.log(JSON.stringify({
       phase: i + 1,
       connections: c,
