@@ -62,6 +62,11 @@ export class FederatedIdentityResolver implements IdentityResolver {
     return !form.ok || !this.verifier.knows(form.issuer);
   }
 
+  /** An API key's identity from the key resolver's cache (IdentityResolver.resolveNow); undefined for an access token (verified by resolveDetailed). */
+  resolveNow(token: string, scope?: object): Identity | undefined {
+    return isJwtShaped(token) ? undefined : this.keys.resolveNow?.(token, scope);
+  }
+
   async resolve(token: string): Promise<Identity | null> {
     const r = await this.resolveDetailed(token);
     return 'identity' in r ? r.identity : null;

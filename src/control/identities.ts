@@ -108,6 +108,15 @@ export interface IdentityResolver {
    * Step 1 uses it when present (issue 26).
    */
   resolveDetailed?(token: string): Promise<IdentityResolution>;
+  /**
+   * Optional, synchronous: the identity `apiKey` resolves to when the resolver's cache answers it
+   * now (a copy, exactly what resolve would return), else undefined — a miss, an expired entry, a
+   * token this method does not judge; never a refusal (negative results are not cached), so the
+   * caller then asks resolve/resolveDetailed. `scope` (the request's socket) may keep the key's
+   * digest for later calls on it. Step 1 tries it first (issue 28 item 3: no promise per call for
+   * an identity held in memory).
+   */
+  resolveNow?(apiKey: string, scope?: object): Identity | undefined;
 }
 
 /** Pattern of identity names, e.g. "demo-agent", "etl.bot", "ana@example.com". */

@@ -9,6 +9,7 @@
 import crypto from 'node:crypto';
 import type { Logger } from 'pino';
 import type { Identity, IdentityResolver } from './identities';
+import { ScopedDigests } from './scoped-digest';
 import { getKeyPepper, isUniqueViolation, withTransaction, type ControlDb } from './db';
 import { recordChange, revokeCredentialRow, type ChangeActor } from './change-audit';
 import { ConflictError, NotFoundError, ValidationError } from './errors';
@@ -229,6 +230,8 @@ export class DbIdentityResolver implements IdentityResolver {
   private readonly cacheTtlMs: number;
   private readonly lastUsedIntervalMs: number;
   private readonly cache = new Map<string, { identity: Identity; until: number }>();
+  /** cacheKeyOf per scope (the request's socket): a keep-alive connection's calls hash their key once (resolveNow). */
+  private readonly scopeKeys = new ScopedDigests(cacheKeyOf);
   /** invalidate() calls so far: a resolution is cached only when none happened while it ran (task hrr, as red team rt40 for the token resolver). */
   private generation = 0;
   private readonly lastTouched = new Map<string, number>();
@@ -314,6 +317,18 @@ export class DbIdentityResolver implements IdentityResolver {
   /** True when `apiKey` does not match API_KEY_PATTERN (`ilk_` and 43 base64url characters): it never resolves. */
   rejectsByFormat(apiKey: string): boolean {
     return typeof apiKey !== 'string' || !API_KEY_PATTERN.test(apiKey);
+  }
+
+  /**
+   * The identity of `apiKey` from the resolution cache, synchronously (IdentityResolver.resolveNow):
+   * a copy of the cached identity while its entry lives (what resolve would return), else undefined.
+   * No format check: only a key that passed it is ever cached, and a hit means the same secret (its
+   * salted SHA-256). `scope`: the request's socket, whose last key's digest is reused (ScopedDigests).
+   */
+  resolveNow(apiKey: string, scope?: object): Identity | undefined {
+    if (typeof apiKey !== 'string' || this.cache.size === 0) return undefined;
+    const hit = this.cache.get(this.scopeKeys.of(apiKey, scope));
+    return hit && hit.until > Date.now() ? { ...hit.identity } : undefined;
   }
 
   async resolve(apiKey: string): Promise<Identity | null> {

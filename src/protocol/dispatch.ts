@@ -467,7 +467,9 @@ async function runAdmitted(deps: DispatchDeps, req: ToolCallRequest, binding: To
   let release = () => undefined as void;
   let outcome: ToolOutcome;
   try {
-    const refusedIdentity = binding.governed ? await identityStep(ctx, deps.identityResolver) : null;
+    // Synchronous for an identity the resolver holds in memory (no promise or await: issue 28 item 3).
+    const step1 = binding.governed ? identityStep(ctx, deps.identityResolver, req.scope) : null;
+    const refusedIdentity = step1 instanceof Promise ? await step1 : step1;
     if (capacitySlot && deps.capacity && !refusedIdentity) {
       if (req.apiKey) deps.capacity.noteToken(req.apiKey, ctx.identity!, req.scope);
       const got = deps.capacity.acquire(req.signal, ctx.identity!.id);
@@ -475,7 +477,8 @@ async function runAdmitted(deps: DispatchDeps, req: ToolCallRequest, binding: To
       if (isCapacityRefusal(slot)) return await refuseOverCapacity(deps, req, binding, slot, ctx.identity!);
       capacitySlot.release = slot.release;
     }
-    const admitted = binding.governed ? admitCall(deps.clientLimits, address, refusedIdentity, ctx.identity?.id ?? null, chargedUpFront(deps.identityResolver, req.apiKey)) : { outcome: null, release };
+    // Whether the keyless budget was charged up front matters only for a refused identity (admitCall).
+    const admitted = binding.governed ? admitCall(deps.clientLimits, address, refusedIdentity, ctx.identity?.id ?? null, refusedIdentity !== null && chargedUpFront(deps.identityResolver, req.apiKey)) : { outcome: null, release };
     release = admitted.release;
     outcome = admitted.outcome ?? { kind: 'result', content: [] };
     if (outcome.kind === 'result') {

@@ -133,6 +133,7 @@
  */
 import * as crypto from 'node:crypto';
 import { monitorEventLoopDelay, type IntervalHistogram } from 'node:perf_hooks';
+import { ScopedDigests } from '../control/scoped-digest';
 
 /** Time constant of the long-term latency average, ms. */
 const LONG_WINDOW_MS = 10_000;
@@ -392,7 +393,7 @@ export class CapacityLimiter {
   /** sha256(bearer token) → the caller it resolved to (noteToken), for refusals before identity resolution. */
   private readonly knownTokens = new Map<string, KnownCaller>();
   /** Per scope (socket) the last token refuseKnown hashed and its key: held only as long as the scope lives. */
-  private readonly scopeKeys = new WeakMap<object, { token: string; key: string }>();
+  private readonly scopeKeys = new ScopedDigests(tokenKey);
   /** When pressure last lowered the limit (clock ms), or null. */
   private lastPressureAt: number | null = null;
   /** The gradient's current decrease step: when it began (clock ms) and the floor under the limit until it ends. */
@@ -589,12 +590,7 @@ export class CapacityLimiter {
 
   /** tokenKey(token), reused from `scope`'s last token when it is the same (refuseKnown). */
   private scopedKey(token: string, scope: object | undefined): string {
-    if (!scope) return tokenKey(token);
-    const last = this.scopeKeys.get(scope);
-    if (last && last.token === token) return last.key;
-    const key = tokenKey(token);
-    this.scopeKeys.set(scope, { token, key });
-    return key;
+    return this.scopeKeys.of(token, scope);
   }
 
   /**

@@ -5,6 +5,8 @@ import { API_KEY_PATTERN, createApiKey, DbIdentityResolver, hashApiKey, listApiK
 import { createIdentity, disableIdentity, enableIdentity } from '../../../src/control/identities';
 import { getKeyPepper, openControlDb } from '../../../src/control/db';
 import { openHeldControlDb } from '../../helpers/held-control-db';
+import { identityStep } from '../../../src/pipeline/01-identity';
+import type { ToolCallContext } from '../../../src/pipeline/types';
 
 let t: TestControlDb;
 beforeAll(async () => {
@@ -206,6 +208,43 @@ describe('API keys', () => {
     expect(await resolver.resolve(k2.secret)).toBeNull();
     // The bound is capped at 5 s whatever is asked.
     expect((new DbIdentityResolver(t.db, { cacheTtlMs: 60_000 }) as unknown as { cacheTtlMs: number }).cacheTtlMs).toBe(5000);
+  });
+
+  // Issue 28 item 3 (h28j): step 1 answers a key the cache holds without a promise (resolveNow), with the
+  // cache's own bound; the socket keeps only the digest of its last key, so another key on it is its own.
+  test('a cached key resolves synchronously (resolveNow, identityStep), within the same bound; another key on the same socket is its own', async () => {
+    const idn = await createIdentity(t.db, 'now-agent');
+    const k = await createApiKey(t.db, idn.id);
+    const other = await createApiKey(t.db, (await createIdentity(t.db, 'now-other')).id);
+    const resolver = new DbIdentityResolver(t.db, { cacheTtlMs: 300 });
+    const socket = {};
+    const ctxOf = (apiKey: string) => ({ apiKey, identity: null }) as unknown as ToolCallContext;
+    expect(resolver.resolveNow(k.secret, socket)).toBeUndefined();
+    const first = ctxOf(k.secret);
+    const missed = identityStep(first, resolver, socket);
+    expect(missed).toBeInstanceOf(Promise);
+    expect(await missed).toBeNull();
+    const ctx = ctxOf(k.secret);
+    expect(identityStep(ctx, resolver, socket)).toBeNull();
+    expect(ctx.identity).toEqual({ id: idn.id, name: 'now-agent', keyId: k.keyId });
+    expect(ctx.identity).not.toBe(first.identity);
+    expect(resolver.resolveNow(other.secret, socket)).toBeUndefined();
+    expect(await resolver.resolve(other.secret)).not.toBeNull();
+    expect(resolver.resolveNow(other.secret, socket)?.name).toBe('now-other');
+    expect(resolver.resolveNow(k.secret, socket)?.name).toBe('now-agent');
+    expect(resolver.resolveNow(k.secret)?.name).toBe('now-agent');
+    expect(resolver.resolveNow(`ilk_${'A'.repeat(43)}`, socket)).toBeUndefined();
+    // A notification drops the cache at once: the revoked key goes back to the database and is refused.
+    await revokeApiKey(t.db, k.keyId);
+    resolver.invalidate();
+    expect(resolver.resolveNow(k.secret, socket)).toBeUndefined();
+    const revoked = ctxOf(k.secret);
+    expect(await identityStep(revoked, resolver, socket)).toEqual({ kind: 'refusal', code: 'invalid_api_key' });
+    expect(revoked.identity).toBeNull();
+    // Past the bound, never from memory.
+    expect(await resolver.resolve(other.secret)).not.toBeNull();
+    await new Promise((r) => setTimeout(r, 350));
+    expect(resolver.resolveNow(other.secret, socket)).toBeUndefined();
   });
 
   // Task hrr (red team rt40's race, in the API-key resolver): a lookup that read the key before its
