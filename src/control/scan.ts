@@ -135,10 +135,11 @@ export async function scanSource(db: ControlDb, sourceId: string, opts: { maxRel
     // (stop 43), and every catalog_stale rescan waits for it. This connection is the scan's own and
     // ends with it. Through pg_settings, so a server without the setting (before PostgreSQL 11) is left as it is.
     await client.query("SELECT pg_catalog.set_config(name, 'off', false) FROM pg_catalog.pg_settings WHERE name = 'jit'");
-    const catalog = await scanCatalog(client, { maxRelations: opts.maxRelations });
-    const unreadable = await unreadableRelations(client, catalog.relations);
-    // Asked on the reader's connection for the writer role by name (any session may ask).
+    // Asked on the reader's connection for the writer role by name (any session may ask); the
+    // write-hook fingerprints hold the writer's role settings (hook-guard.ts, task dgx).
     const writer = source.settings.writer?.user;
+    const catalog = await scanCatalog(client, { maxRelations: opts.maxRelations, writer });
+    const unreadable = await unreadableRelations(client, catalog.relations);
     const tables = catalog.relations.filter((r) => r.kind === 'table' || r.kind === 'partitioned_table');
     const unwritable = writer
       ? (await writerMissingList(async (sql, params) => ({ rowsArray: (await client.query({ text: sql, values: params, rowMode: 'array', queryMode: 'extended' } as pg.QueryConfig)).rows as unknown[][] }), writer, tables)).map((r) => ({ relation: `${r.schema}.${r.name}`, privileges: r.privileges }))

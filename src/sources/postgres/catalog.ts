@@ -67,7 +67,8 @@ const VOLATILITY: Record<string, Volatility> = { i: 'immutable', s: 'stable', v:
 
 /*
  * One statement, so the whole snapshot comes from one MVCC snapshot and costs one round trip.
- * $1 = relation limit + 1 (the extra row detects truncation).
+ * $1 = relation limit + 1 (the extra row detects truncation); $2 = the writer's login role name
+ *   (text, NULL for none: the role whose settings the write-hook fingerprint's D5 digest holds).
  * - relations: every schema except pg_catalog, information_schema, interlock_rows (InterLock's row
  *   views, issue 27: agents never name them), TOAST and temporary schemas.
  * - functions: every schema (pg_catalog included), procedures excluded (CALL is refused anyway);
@@ -246,7 +247,7 @@ SELECT
             EXISTS (SELECT 1 FROM pg_catalog.pg_rewrite rw WHERE rw.ev_class = r.oid AND rw.rulename <> '_RETURN')),
       -- Task hhook: the code its writes run, as one fingerprint (hook-guard.ts writeHooksSql; the
       -- approved write's guard recomputes it with the same expression).
-      'hv', ${writeHooksSql('r.oid')}
+      'hv', ${writeHooksSql('r.oid', '$2::text')}
     ) ORDER BY r.s, r.n), '[]'::json) FROM rels r LEFT JOIN fk_refs fr ON fr.oid = r.oid) AS relations,
   (SELECT coalesce(json_agg(json_build_array(f.s, f.n, f.v, f.rs, f.oc, f.rr) ORDER BY f.s, f.n), '[]'::json) FROM (
      SELECT s, n,
@@ -554,7 +555,9 @@ async function withoutJit(c: { query: pg.Pool['query'] }, run: () => Promise<pg.
  *   from `pg_inherits` (partition trees of any depth, default partitions, inheritance; issue 22 item 1),
  *   the foreign keys referencing it with a writing action (`referencedBy`) and whether user triggers
  *   or rules run on its writes (`writeHooks`; issue 27, see `CatalogRelation`), and the fingerprint
- *   of the code its writes run (`hookVersion`; task hhook, hook-guard.ts).
+ *   of the code its writes run (`hookVersion`; task hhook, hook-guard.ts), whose D5 digest holds
+ *   the role settings of `opts.writer` (the writer's login role name; task dgx: without it, only
+ *   settings for all roles, so an approved write trips if the writer role has its own).
  * - `functions`: every function/aggregate/window function of every schema, `pg_catalog` included,
  *   overloads folded per name (most volatile `provolatile` wins; see `CatalogFunction`).
  * - `operators`, `systemRelations`, `unsafeTypes`, `types`, `operatorResolution`: see `SourceCatalog`. Aggregates get the volatility
@@ -577,7 +580,7 @@ async function withoutJit(c: { query: pg.Pool['query'] }, run: () => Promise<pg.
  */
 export async function scanCatalog(
   client: pg.ClientBase | pg.Pool,
-  opts?: { maxRelations?: number },
+  opts?: { maxRelations?: number; writer?: string },
 ): Promise<SourceCatalog> {
   const max = Math.max(0, Math.floor(opts?.maxRelations ?? DEFAULT_MAX_RELATIONS));
   // Taken before the statement (whose snapshot is taken after it): saves are ordered by it
@@ -588,12 +591,12 @@ export async function scanCatalog(
   if (isPool(client)) {
     const c = await client.connect();
     try {
-      row = await withoutJit(c, () => c.query<ScanRow>(SCAN_SQL, [max + 1]));
+      row = await withoutJit(c, () => c.query<ScanRow>(SCAN_SQL, [max + 1, opts?.writer ?? null]));
     } finally {
       c.release();
     }
   } else {
-    row = await withoutJit(client, () => client.query<ScanRow>(SCAN_SQL, [max + 1]));
+    row = await withoutJit(client, () => client.query<ScanRow>(SCAN_SQL, [max + 1, opts?.writer ?? null]));
   }
   const truncated = row.relations.length > max;
   const relations: CatalogRelation[] = row.relations.slice(0, max).map((r): CatalogRelation => ({

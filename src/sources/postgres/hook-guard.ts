@@ -73,7 +73,12 @@ const CLS = (name: string) => `'pg_catalog.${name}'::pg_catalog.regclass::pg_cat
  * not xmin, which TRUNCATE, REINDEX or CLUSTER change), its columns as `attnum:type` (a column added
  * whose type is a domain with a DEFAULT runs that default), every type outside a temporary schema as
  * `oid:xmin` (a domain created or its DEFAULT changed) and every inheritance link (a partition or
- * child attached). Part `G` of the fingerprint holds it for a relation whose hooks reach a function
+ * child attached); and (task dgx) the rows of pg_db_role_setting that apply to the writer's sessions
+ * (this database or all databases; the role named by `writer`, an SQL expression of its login name,
+ * or all roles), as `database:role:md5(settings)`: an `ALTER ROLE … SET` / `ALTER DATABASE … SET` /
+ * `ALTER ROLE … IN DATABASE … SET` (TimeZone, DateStyle, plpgsql.variable_conflict, a custom `x.y`
+ * a body reads with current_setting) applies to the writer's new sessions and changes what such code
+ * does. Part `G` of the fingerprint holds it for a relation whose hooks reach a function
  * with a body PostgreSQL records no dependencies for (plpgsql, PL/*, or LANGUAGE sql with a string
  * body: prolang other than internal (12) and c (13), no SQL-standard `prosqlbody`), a C or internal
  * function created after initdb (an extension's: dblink_exec runs any SQL text), or a built-in that
@@ -82,7 +87,8 @@ const CLS = (name: string) => `'pg_catalog.${name}'::pg_catalog.regclass::pg_cat
  * database, so any such change after the scan trips the guard (red team rt44a D5).
  * Strict by design: DDL anywhere in the source fails queued writes to such relations once (requeue).
  */
-const OPAQUE_REACH_SQL = `SELECT pg_catalog.md5(coalesce(pg_catalog.string_agg(hgv.v, ',' ORDER BY hgv.v), '')) FROM (
+function opaqueReachSql(writer: string): string {
+  return `SELECT pg_catalog.md5(coalesce(pg_catalog.string_agg(hgv.v, ',' ORDER BY hgv.v), '')) FROM (
           SELECT 'p' || hg1.oid::text || ':' || hg1.xmin::text AS v FROM pg_catalog.pg_proc hg1 WHERE hg1.oid >= 16384
           UNION ALL SELECT 'o' || hg2.oid::text || ':' || hg2.xmin::text FROM pg_catalog.pg_operator hg2 WHERE hg2.oid >= 16384
           UNION ALL SELECT 'c' || hg3.oid::text || ':' || hg3.xmin::text FROM pg_catalog.pg_cast hg3 WHERE hg3.oid >= 16384
@@ -97,7 +103,11 @@ const OPAQUE_REACH_SQL = `SELECT pg_catalog.md5(coalesce(pg_catalog.string_agg(h
             JOIN pg_catalog.pg_class hgb ON hgb.oid = hga.attrelid WHERE hga.attrelid >= 16384 AND hgb.relpersistence <> 't' AND hga.attnum > 0 AND NOT hga.attisdropped
           UNION ALL SELECT 'y' || hgy.oid::text || ':' || hgy.xmin::text FROM pg_catalog.pg_type hgy
             JOIN pg_catalog.pg_namespace hgn ON hgn.oid = hgy.typnamespace WHERE hgy.oid >= 16384 AND hgn.nspname !~ '^pg_(toast_)?temp_'
-          UNION ALL SELECT 'h' || hgi.inhrelid::text || ':' || hgi.inhparent::text FROM pg_catalog.pg_inherits hgi WHERE hgi.inhrelid >= 16384) hgv`;
+          UNION ALL SELECT 'h' || hgi.inhrelid::text || ':' || hgi.inhparent::text FROM pg_catalog.pg_inherits hgi WHERE hgi.inhrelid >= 16384
+          UNION ALL SELECT 's' || hgs.setdatabase::text || ':' || hgs.setrole::text || ':' || pg_catalog.md5(hgs.setconfig::text) FROM pg_catalog.pg_db_role_setting hgs
+            WHERE hgs.setdatabase IN (0, (SELECT hgd.oid FROM pg_catalog.pg_database hgd WHERE hgd.datname = pg_catalog.current_database()))
+              AND hgs.setrole IN (0, (SELECT hgr.oid FROM pg_catalog.pg_roles hgr WHERE hgr.rolname = ${writer}))) hgv`;
+}
 
 /**
  * The built-in functions (prolang internal, by their C symbol, prosrc) that run SQL text or read
@@ -132,9 +142,12 @@ function typesReached(rel: string): string {
  * The write-hook fingerprint of the relation whose oid is the SQL expression `rel` (evaluated once
  * per reference; pass a column), as text (see the module comment). The scan records it per relation
  * (catalog.ts `hv`), the guard recomputes it live; both use this one expression, so equal means
- * unchanged. All aliases are prefixed `hk` so it can sit in any query.
+ * unchanged. `writer`: an SQL expression of the writer's login role name (text or name; NULL for
+ * none), whose settings the D5 digest holds: `session_user` (the default) in the guard, which runs
+ * on the writer's connection; the configured writer role in the scan, which runs as the reader.
+ * All aliases are prefixed `hk` so it can sit in any query.
  */
-export function writeHooksSql(rel: string): string {
+export function writeHooksSql(rel: string, writer = 'session_user'): string {
   const list = (expr: string, from: string, order: string) => `coalesce((SELECT pg_catalog.string_agg(${expr}, ',' ORDER BY ${order}) FROM ${from}), '')`;
   return `pg_catalog.concat_ws('|', ${rel}::text,
     (SELECT hc.relrowsecurity::text || hc.relforcerowsecurity::text || '/' || hc.relowner::text || coalesce('/' || (SELECT pg_catalog.string_agg(ho, ',' ORDER BY ho)
@@ -179,7 +192,7 @@ export function writeHooksSql(rel: string): string {
             UNION ALL SELECT pg_catalog.to_jsonb(hnp) ->> 'prosqlbody' FROM pg_catalog.pg_proc hnp WHERE hf.c = ${CLS('pg_proc')} AND hnp.oid = hf.o
             UNION ALL SELECT hny.typdefaultbin::text FROM pg_catalog.pg_type hny WHERE hf.c = ${CLS('pg_type')} AND hny.oid = hf.o) AS hn(t)
             WHERE hn.t ~ ${SQL_TEXT_RUNNER_RE})
-        THEN '|G' || (${OPAQUE_REACH_SQL}) ELSE '' END FROM (
+        THEN '|G' || (${opaqueReachSql(writer)}) ELSE '' END FROM (
         SELECT 'p' || hfq.oid::text || ':' || hfq.xmin::text AS v FROM pg_catalog.pg_proc hfq WHERE hfq.oid IN (SELECT hf.o FROM hf WHERE hf.c = ${CLS('pg_proc')})
         UNION ALL SELECT 'o' || hfr.oid::text || ':' || hfr.xmin::text FROM pg_catalog.pg_operator hfr WHERE hfr.oid IN (SELECT hf.o FROM hf WHERE hf.c = ${CLS('pg_operator')})) hfv), ''))`;
 }

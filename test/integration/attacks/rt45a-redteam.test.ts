@@ -25,8 +25,13 @@
  *     reaches a C or internal function created after initdb (an extension's), now counts as reaching an opaque body (D5
  *     digest). S2b (high, fixed) the same through a SQL-standard function calling the extension
  *     function dblink_exec: pg_depend records dblink_exec (C), not what its text calls.
+ *  G1 (low, fixed, task dgx) `ALTER ROLE <writer> SET rt.mode = 'evil'` after the UPDATE was queued,
+ *     the writer's sessions ended: a reviewed plpgsql trigger that reads current_setting('rt.mode')
+ *     wrote what the setting chose. The D5 digest now holds the rows of pg_db_role_setting for
+ *     this database or all and the writer role or all roles.
  * Held: S3 ALTER DATABASE … SET search_path after the scan (the writer's path is pinned at connect,
- * task hrt42: the trigger still writes the reviewed table).
+ * task hrt42: the trigger still wrote the reviewed table; since task dgx the setting is in the D5
+ * digest and the queued write fails catalog_stale).
  * Open (not fixed, in the report): L2r (rt44a) stays — the writer cannot lock the pg_proc rows of the
  * functions it reaches (FOR SHARE needs UPDATE on the catalogue).
  */
@@ -50,7 +55,7 @@ let x: Insider;
 /** API key of an identity that may write the rt45 tables (approval still needed). */
 let key: string;
 
-const TABLES = ['rt45_dd_t', 'rt45_sh_t', 'rt45_q_t', 'rt45_x_t', 'rt45_db_t', 'rt45_rl_t'];
+const TABLES = ['rt45_dd_t', 'rt45_sh_t', 'rt45_q_t', 'rt45_x_t', 'rt45_db_t', 'rt45_rl_t', 'rt45_set_t'];
 
 beforeAll(async () => {
   env = await startGovernedEnv();
@@ -100,6 +105,12 @@ beforeAll(async () => {
      CREATE FUNCTION public.rt45_audit2() RETURNS trigger LANGUAGE plpgsql AS $f$ BEGIN INSERT INTO rt45_log2 (id) VALUES (NEW.id); RETURN NEW; END $f$;
      CREATE TABLE public.rt45_db_t (id int PRIMARY KEY, v text);
      CREATE TRIGGER rt45_audit2 BEFORE UPDATE ON public.rt45_db_t FOR EACH ROW EXECUTE FUNCTION public.rt45_audit2();
+     CREATE FUNCTION public.rt45_mode() RETURNS trigger LANGUAGE plpgsql AS $f$ BEGIN
+       IF current_setting('rt.mode', true) = 'evil' THEN INSERT INTO public.rt45_evidence VALUES ('role setting', current_user::text); NEW.v := 'evil'; END IF;
+       RETURN NEW; END $f$;
+     CREATE TABLE public.rt45_set_t (id int PRIMARY KEY, v text);
+     CREATE TRIGGER rt45_mode BEFORE UPDATE ON public.rt45_set_t FOR EACH ROW EXECUTE FUNCTION public.rt45_mode();
+     INSERT INTO public.rt45_set_t VALUES (1, 'one');
      INSERT INTO public.rt45_sh_t VALUES (1, 'one');
      INSERT INTO public.rt45_q_t VALUES (1, 'one');
      INSERT INTO public.rt45_db_t VALUES (1, 'one');
@@ -251,21 +262,59 @@ describe('names a reviewed plpgsql body resolves at run time', () => {
     await sourceQuery(env, "UPDATE public.rt45_sh_t SET v = 'one' WHERE id = 1");
   });
 
-  test('S3 (held) ALTER DATABASE … SET search_path = rt45_other, public after the UPDATE was queued, the writer\'s sessions ended: the path is pinned at connect, the trigger writes the reviewed table', async () => {
+  test('S3 (held; stale since task dgx) ALTER DATABASE … SET search_path = rt45_other, public after the UPDATE was queued, the writer\'s sessions ended: the setting is in the D5 digest, nothing is written', async () => {
     const db = new URL(env.sourceUrl).pathname.slice(1);
     const id = await queue("UPDATE rt45_db_t SET v = 's3' WHERE id = 1");
     await sourceQuery(env, `ALTER DATABASE "${db}" SET search_path = rt45_other, public`);
     try {
       await sourceQuery(env, 'SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = $1 AND pid <> pg_backend_pid()', [env.demo.writerRole]);
+      // Before task dgx: executed on the pinned path (audit 1, other 0). The setting is in the D5
+      // digest now, so the write queued before it fails once (a rescan then records the new path,
+      // which the writer is pinned to and a requeued write is reviewed against).
       expect({ done: await approve(id), evidence: await evidence(), other: await count('rt45_other.rt45_log2'), audit: await count('public.rt45_log2') }).toEqual({
-        done: { approvalId: id, state: 'executed', rowCount: 1 },
+        done: stale(id),
         evidence: [],
         other: 0,
-        audit: 1,
+        audit: 0,
       });
     } finally {
       await sourceQuery(env, `ALTER DATABASE "${db}" RESET search_path; UPDATE public.rt45_db_t SET v = 'one' WHERE id = 1`);
       await rescan();
     }
+  });
+});
+
+describe('settings a reviewed plpgsql body reads at run time (task dgx)', () => {
+  /** Ends the writer role's pooled sessions, so the gateway's next ones start with the role's settings. */
+  const endWriterSessions = () => sourceQuery(env, 'SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = $1 AND pid <> pg_backend_pid()', [env.demo.writerRole]);
+
+  test('G1 (low, fixed) ALTER ROLE <writer> SET rt.mode = \'evil\' after the UPDATE was queued, the writer\'s sessions ended: the reviewed trigger reads the setting', async () => {
+    const id = await queue("UPDATE rt45_set_t SET v = 'g1' WHERE id = 1");
+    await sourceQuery(env, `ALTER ROLE "${env.demo.writerRole}" SET rt.mode = 'evil'`);
+    try {
+      await endWriterSessions();
+      // Before the fix: executed, evidence [{ what: 'role setting', who: <writer> }], v 'evil'.
+      expect({ done: await approve(id), evidence: await evidence(), v: await value('rt45_set_t', 1) }).toEqual({ done: stale(id), evidence: [], v: 'one' });
+    } finally {
+      await sourceQuery(env, `ALTER ROLE "${env.demo.writerRole}" RESET rt.mode`);
+      await endWriterSessions();
+      await rescan();
+    }
+  });
+
+  test('G1 control: the reader role\'s setting changed after the UPDATE was queued does not stop it (only the writer\'s sessions are covered)', async () => {
+    const id = await queue("UPDATE rt45_set_t SET v = 'g1r' WHERE id = 1");
+    await sourceQuery(env, `ALTER ROLE "${env.demo.readerRole}" SET rt.mode = 'evil'`);
+    try {
+      expect({ done: await approve(id), evidence: await evidence(), v: await value('rt45_set_t', 1) }).toEqual({ done: { approvalId: id, state: 'executed', rowCount: 1 }, evidence: [], v: 'g1r' });
+    } finally {
+      await sourceQuery(env, `ALTER ROLE "${env.demo.readerRole}" RESET rt.mode; UPDATE public.rt45_set_t SET v = 'one' WHERE id = 1`);
+    }
+  });
+
+  test('G1 control: the same UPDATE with the role\'s settings unchanged runs as reviewed', async () => {
+    const id = await queue("UPDATE rt45_set_t SET v = 'g1c' WHERE id = 1");
+    expect({ done: await approve(id), evidence: await evidence(), v: await value('rt45_set_t', 1) }).toEqual({ done: { approvalId: id, state: 'executed', rowCount: 1 }, evidence: [], v: 'g1c' });
+    await sourceQuery(env, "UPDATE public.rt45_set_t SET v = 'one' WHERE id = 1");
   });
 });
