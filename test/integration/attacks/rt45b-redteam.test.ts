@@ -9,7 +9,7 @@
  * test.failing while open) or an attack the trail withstands ("held").
  *
  *   F1 medium, open (design): a format-3 chain the runtime role writes itself verifies, lies included.
- *   F2 low, open: a runtime temp table of a trail domain or row type makes ALTER DOMAIN / ALTER COLUMN TYPE fail.
+ *   F2 low, fixed: a runtime temp table of a trail domain or row type made ALTER DOMAIN / ALTER COLUMN TYPE fail.
  *   F3 low, fixed: verify --archive threw on a file value its column refuses instead of naming the batch.
  */
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -140,21 +140,20 @@ describe('a stolen runtime credential against the trail\'s domains', () => {
     expect(await events()).toBe(1);
   });
 
-  test('held: functions of the runtime role\'s own (pg_temp) returning the domain check it (SQL, set-returning, PL/pgSQL, a row type)', async () => {
-    await rt.query(`CREATE FUNCTION pg_temp.k_sql(t text) RETURNS audit_event_kind LANGUAGE sql AS 'SELECT t'`);
-    await rt.query(`CREATE FUNCTION pg_temp.k_set(t text) RETURNS SETOF audit_event_kind LANGUAGE sql AS 'SELECT t'`);
-    await rt.query(`CREATE FUNCTION pg_temp.k_pl(t text) RETURNS audit_event_kind LANGUAGE plpgsql AS 'BEGIN RETURN t; END'`);
-    await rt.query(`CREATE FUNCTION pg_temp.k_tab() RETURNS TABLE (kind audit_event_kind) LANGUAGE sql AS $$ VALUES ('evil') $$`);
-    await rt.query(`CREATE FUNCTION pg_temp.k_row() RETURNS audit_events LANGUAGE plpgsql AS $$DECLARE r audit_events; BEGIN r.kind := 'evil'; RETURN r; END$$`);
-    const ins = (expr: string, from = '') => `INSERT INTO audit_events (kind, decision, details, batch_id) SELECT ${expr}, 'allowed', '{}', ${batchId} ${from}`;
-    const got = [
-      await codeOf(rt, ins(`pg_temp.k_sql('evil')`)),
-      await codeOf(rt, ins(`pg_temp.k_set('evil')`)),
-      await codeOf(rt, ins(`pg_temp.k_pl('evil')`)),
-      await codeOf(rt, ins('kind', 'FROM pg_temp.k_tab()')),
-      await codeOf(rt, ins('(pg_temp.k_row()).kind')),
+  // Before F2's fix (migration 20261215100000000) the runtime role could make these functions, and
+  // an INSERT of their 'evil' result was refused by the domain's check (23514); now it may not make
+  // a function over a trail domain or row type at all.
+  test('held: the runtime role cannot make functions of its own (pg_temp) returning a trail domain or row type (SQL, set-returning, PL/pgSQL, a row type: 42501)', async () => {
+    const fns = [
+      `CREATE FUNCTION pg_temp.k_sql(t text) RETURNS audit_event_kind LANGUAGE sql AS 'SELECT t'`,
+      `CREATE FUNCTION pg_temp.k_set(t text) RETURNS SETOF audit_event_kind LANGUAGE sql AS 'SELECT t'`,
+      `CREATE FUNCTION pg_temp.k_pl(t text) RETURNS audit_event_kind LANGUAGE plpgsql AS 'BEGIN RETURN t; END'`,
+      `CREATE FUNCTION pg_temp.k_tab() RETURNS TABLE (kind audit_event_kind) LANGUAGE sql AS $$ VALUES ('evil') $$`,
+      `CREATE FUNCTION pg_temp.k_row() RETURNS audit_events LANGUAGE plpgsql AS $$DECLARE r audit_events; BEGIN r.kind := 'evil'; RETURN r; END$$`,
     ];
-    expect(got).toEqual(['23514', '23514', '23514', '23514', '23514']);
+    const got: string[] = [];
+    for (const sql of fns) got.push(await codeOf(rt, sql));
+    expect(got).toEqual(fns.map(() => '42501'));
     expect(await events()).toBe(1);
   });
 
@@ -229,22 +228,35 @@ describe('a stolen runtime credential against the trail\'s domains', () => {
     }
   });
 
-  // Finding F2 (low, open): the domains, like every type, and the trail tables' row types grant USAGE
-  // to PUBLIC, so a runtime session may make a temp table with a column of one. While it lives, the
-  // owner's ALTER DOMAIN … ADD CONSTRAINT fails (0A000 "cannot access temporary tables of other
-  // sessions"; with the table in an open transaction it waits) and so does any ALTER COLUMN … TYPE
-  // of audit_events (0A000 "… uses its row type"), the two kinds of statement h28t's migration runs:
-  // a migration like it fails while such a session lives (one transaction: nothing half-applied),
-  // as a runtime session holding a lock on the trail already makes it wait. The cure is ending the
-  // session (docs/operators.md, "What a stolen runtime credential can still stall"); REVOKE USAGE on
-  // the domains and row types from PUBLIC would close it but must follow every new monthly
-  // partition's row type too.
-  test.failing('finding F2 (low, open): while a runtime session keeps a temp table of a trail domain or row type, the owner can alter neither (a migration fails)', async () => {
+  // Finding F2 (low, fixed by migration 20261215100000000, task f2x): the domains, like every type,
+  // and the trail tables' row types granted USAGE to PUBLIC, so a runtime session could make a temp
+  // table with a column of one. While it lived, the owner's ALTER DOMAIN … ADD CONSTRAINT failed
+  // (0A000 "cannot access temporary tables of other sessions") and so did any ALTER COLUMN … TYPE of
+  // audit_events (0A000 "… uses its row type"), the two kinds of statement h28t's migration runs: a
+  // migration like it failed while such a session lived. Now USAGE on the domains and on the row
+  // types of the trail's tables and partitions (those that exist and those
+  // interlock_audit_ensure_partitions creates) is the owner's: the runtime role cannot make an object
+  // depend on them (42501), and the owner's statements succeed while its session lives.
+  test('finding F2 (low, fixed): the runtime role cannot make a temp table of a trail domain or row type (42501); the owner alters both while its session lives', async () => {
+    // A partition made after the migration, as `audit archive` makes them.
+    expect((await t.db.pool.query<{ n: number }>("SELECT interlock_audit_ensure_partitions('2040-01-01', 1) AS n")).rows[0].n).toBe(1);
     const s = new pg.Client({ connectionString: rtUrl });
     await s.connect();
     try {
-      await s.query('CREATE TEMP TABLE hold_domain (k audit_event_kind)');
-      await s.query('CREATE TEMP TABLE hold_row (r audit_events)');
+      const holds = [
+        'CREATE TEMP TABLE hold_domain (k audit_event_kind)',
+        'CREATE TEMP TABLE hold_domains (h audit_hash, f audit_format, c audit_event_count, q audit_seq, m audit_mark, d audit_details)',
+        'CREATE TEMP TABLE hold_array (k audit_event_kind[])',
+        'CREATE TEMP TABLE hold_row (r audit_events)',
+        'CREATE TEMP TABLE hold_batch (r audit_batches)',
+        'CREATE TEMP TABLE hold_default (r audit_events_default)',
+        'CREATE TEMP TABLE hold_new (r audit_events_p204001)',
+        'CREATE TEMP TABLE hold_like (LIKE audit_events)',
+        'CREATE FUNCTION pg_temp.hold(k audit_event_kind) RETURNS int LANGUAGE sql AS $$SELECT 1$$',
+      ];
+      const refused: string[] = [];
+      for (const sql of holds) refused.push(await codeOf(s, sql));
+      expect(refused).toEqual(holds.map(() => '42501'));
       const owner = await t.db.pool.connect();
       try {
         const got: string[] = [];

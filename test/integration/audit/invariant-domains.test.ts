@@ -74,7 +74,7 @@ test('a trail written before the migration keeps every event and verifies before
   const okBefore = await verifyAuditChain(db);
   expect(okBefore).toMatchObject({ ok: true, mismatchCount: 0, eventsChecked: 9 });
 
-  expect(await runMigrations(temp.url)).toEqual([MIGRATION]);
+  expect(await runMigrations(temp.url)).toEqual(names.slice(names.indexOf(MIGRATION)));
   expect(await trail()).toEqual(before);
   expect(await verifyAuditChain(db)).toEqual(okBefore);
   expect(await tableChecks()).toEqual(['audit_batches.audit_batches_chain_check']);
@@ -92,7 +92,7 @@ test('a trail written before the migration keeps every event and verifies before
 
   // And down again keeps every event too (the CHECKs come back).
   const now = await trail();
-  await down(1);
+  await down(names.length - names.indexOf(MIGRATION));
   expect(await trail()).toEqual(now);
   expect(await parentChecks()).toHaveLength(9);
   await runMigrations(temp.url);
