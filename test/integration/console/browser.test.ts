@@ -22,6 +22,21 @@ let browser: Browser;
 let page: Page;
 let operatorToken: string;
 
+/**
+ * Waits (Playwright's default bound) until the console's status line reads `text`. On timeout the
+ * error says what the line read instead and, given an approval id, the approval as stored — so a
+ * failure under CI load tells a slow answer from a different outcome.
+ */
+async function waitForStatus(text: string, id?: string): Promise<void> {
+  try {
+    await page.getByRole('status').filter({ hasText: text }).waitFor();
+  } catch (e) {
+    const shown = await page.getByRole('status').first().textContent().catch(() => null);
+    const stored = id ? await getApproval(env.db, id).catch(() => undefined) : undefined;
+    throw new Error(`status never read ${JSON.stringify(text)}; it reads ${JSON.stringify(shown)}; approval ${id ?? '-'} stored: ${JSON.stringify(stored ?? null).slice(0, 600)} (${(e as Error).message.split('\n')[0]})`);
+  }
+}
+
 const queue = async (sql: string, params: unknown[]) => (await callTool(env, 'interlock_query', { source_id: 'chinook', sql, params }, env.apiKey)).body.result.structuredContent.approval_id as string;
 
 run('approval console in headless Chromium', () => {
@@ -67,7 +82,7 @@ run('approval console in headless Chromium', () => {
     await page.locator('#reason').fill('ticket 42');
     await page.locator('#approve').focus();
     await page.keyboard.press('Enter');
-    await page.getByRole('status').filter({ hasText: 'Approved and executed: 1 row(s) affected.' }).waitFor();
+    await waitForStatus('Approved and executed: 1 row(s) affected.', id);
     expect(await sourceQuery(env, "SELECT count(*)::int AS n FROM playlist WHERE name = 'Browser'")).toEqual([{ n: 1 }]);
     expect((await getApproval(env.db, id))!.decidedBy).toBe('ops-erin');
   });
@@ -80,7 +95,7 @@ run('approval console in headless Chromium', () => {
     await page.locator('#d-id').filter({ hasText: id }).waitFor();
     await page.locator('#reason').fill('too broad');
     await page.locator('#reject').click();
-    await page.getByRole('status').filter({ hasText: `Rejected ${id}.` }).waitFor();
+    await waitForStatus(`Rejected ${id}.`, id);
     await page.locator('#d-audit tr').filter({ hasText: 'reason: too broad' }).waitFor(); // the detail reloads after the decision
     expect((await getApproval(env.db, id))!.state).toBe('rejected');
   });
@@ -92,7 +107,7 @@ run('approval console in headless Chromium', () => {
     await item.click();
     await page.locator('#d-id').filter({ hasText: id }).waitFor();
     await page.locator('#approve').click();
-    await page.getByRole('status').filter({ hasText: 'Approved, but the write failed: statement_failed' }).waitFor();
+    await waitForStatus('Approved, but the write failed: statement_failed', id);
     const cause = page.locator('#d-failure-text');
     await cause.waitFor();
     expect(await cause.textContent()).toBe('SQLSTATE 23503: insert or update on table "playlist_track" violates foreign key constraint "playlist_track_playlist_id_fkey" — detail: Key (playlist_id)=(765432) is not present in table "playlist".');
