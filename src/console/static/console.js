@@ -141,18 +141,19 @@
     if (events) events.close();
     events = new EventSource('/console/api/events');
     let first = true;
-    let pendingBefore = 0;
+    let seen = new Set();
     // The event says the pending queue changed; the page shown is re-read with its filters and page.
-    // Only a queue that grew is announced: a decision (this operator's or another's) shrinks it, and
-    // announcing that would overwrite the decision's own outcome in the status line (a failed write's
-    // cause read as "0 write(s) waiting"; the flake of console/browser.test.ts under load).
+    // Only a write that arrived is announced: a decision (this operator's or another's) leaves the
+    // queue, and announcing that would overwrite the decision's own outcome in the status line (a
+    // failed write's cause read as "0 write(s) waiting": the flake of console/browser.test.ts).
     events.addEventListener('queue', (ev) => {
       const data = JSON.parse(ev.data);
+      const ids = new Set(data.pending.map((p) => p.id));
       if (!first) {
-        if (data.pending.length > pendingBefore) say(data.pending.length + ' write(s) waiting for approval.');
+        if ([...ids].some((id) => !seen.has(id))) say(data.pending.length + ' write(s) waiting for approval.');
         refresh();
       }
-      pendingBefore = data.pending.length;
+      seen = ids;
       first = false;
     });
     // Signed out elsewhere, timed out, or the token revoked: the server ended the session (issue 24, item 3).

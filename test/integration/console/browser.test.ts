@@ -11,6 +11,7 @@ import { chromium, type Browser, type Page } from 'playwright-core';
 import { startGovernedEnv, callTool, sourceQuery, type GovernedEnv } from '../../helpers/governed';
 import { createOperatorToken } from '../../../src/admin/tokens';
 import { getApproval } from '../../../src/control/approvals';
+import { rejectApproval } from '../../../src/approvals/execute';
 
 const CHROMIUM = '/usr/bin/chromium';
 // Skipped only on a workstation without chromium; under CI (CI set) a missing browser fails the test.
@@ -98,6 +99,24 @@ run('approval console in headless Chromium', () => {
     await waitForStatus(`Rejected ${id}.`, id);
     await page.locator('#d-audit tr').filter({ hasText: 'reason: too broad' }).waitFor(); // the detail reloads after the decision
     expect((await getApproval(env.db, id))!.state).toBe('rejected');
+  });
+
+  test("a decision's outcome stays in the status line when the queue then shrinks; a write that arrives is announced", async () => {
+    const a = await queue('INSERT INTO playlist (name) VALUES ($1)', ['Stays']);
+    await page.getByRole('status').filter({ hasText: '1 write(s) waiting for approval.' }).waitFor();
+    const b = await queue('INSERT INTO playlist (name) VALUES ($1)', ['Other']);
+    await page.getByRole('status').filter({ hasText: '2 write(s) waiting for approval.' }).waitFor();
+    await page.locator(`#list button[data-id="${a}"]`).click();
+    await page.locator('#d-id').filter({ hasText: a }).waitFor();
+    await page.locator('#approve').click();
+    await waitForStatus('Approved and executed: 1 row(s) affected.', a);
+    await page.locator('#d-state').filter({ hasText: 'executed' }).waitFor(); // the decision's own list refresh and detail reload are done
+    // Another operator's decision leaves the queue empty: the page's list follows it (the queue
+    // event's refresh, the only one after it), and the outcome above is not replaced by "0 write(s)".
+    await page.locator(`#list button[data-id="${b}"]`).waitFor();
+    await rejectApproval(env.db, b, { operator: 'ops-zed', reason: 'elsewhere' });
+    await page.locator(`#list button[data-id="${b}"]`).waitFor({ state: 'detached' });
+    expect(await page.getByRole('status').textContent()).toBe('Approved and executed: 1 row(s) affected.');
   });
 
   test("a failed approval shows the operator-only cause", async () => {
