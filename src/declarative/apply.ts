@@ -234,12 +234,35 @@ async function identityIdOf(c: pg.ClientBase, name: string): Promise<string> {
   return r.rows[0].id;
 }
 
+/**
+ * The config events an identity change of an apply records, as the identity commands do
+ * (src/control/identities.ts): identity_created for a new identity; identity_disabled or
+ * identity_enabled when `disabled` changes (a pruned identity is disabled); and
+ * identity_attributes_changed with the attribute names set (new or changed value) and removed —
+ * never values — when they differ. Each carries {identityId, identity}, so `audit search
+ * --identity` finds what an apply did to an identity. Empty when nothing changed.
+ */
+export function identityEvents(
+  identityId: string,
+  identity: string,
+  c: { created: boolean; disabledBefore: boolean; disabledAfter: boolean; attributesBefore: Record<string, unknown>; attributesAfter: Record<string, unknown> },
+): ItemEvent[] {
+  const events: ItemEvent[] = [];
+  if (c.created) events.push({ decision: 'identity_created', details: { identityId, identity } });
+  if (c.disabledBefore !== c.disabledAfter) events.push({ decision: c.disabledAfter ? 'identity_disabled' : 'identity_enabled', details: { identityId, identity } });
+  const set = Object.keys(c.attributesAfter).filter((k) => JSON.stringify(c.attributesBefore[k]) !== JSON.stringify(c.attributesAfter[k])).sort();
+  const removed = Object.keys(c.attributesBefore).filter((k) => !(k in c.attributesAfter)).sort();
+  if (set.length || removed.length) events.push({ decision: 'identity_attributes_changed', details: { identityId, identity, set, removed } });
+  return events;
+}
+
 /** A change's own config event, without operator (the apply's) and digest (added by the caller). */
 type ItemEvent = Omit<ConfigAuditEvent, 'operator'> & { details: Record<string, unknown> };
 
 /**
  * Makes one change inside the apply transaction. Returns the event a change of one source's
- * grants or settings records (as `interlock grant/revoke/source add/source update` would), the
+ * grants or settings records (as `interlock grant/revoke/source add/source update` would), an
+ * identity's events (identityEvents), the
  * grant_revoked events of the claim grants a claim-mapping change takes back, or null.
  */
 async function execute(c: pg.ClientBase, ch: PlanChange, desired: DesiredState, opts: ApplyOptions): Promise<ItemEvent | ItemEvent[] | null> {
@@ -278,11 +301,14 @@ async function execute(c: pg.ClientBase, ch: PlanChange, desired: DesiredState, 
       const disabled = ch.action === 'delete' ? true : desired.identities.get(ch.name)!.disabled;
       const attributes = ch.action === 'delete' ? undefined : desired.identities.get(ch.name)!.attributes;
       if (ch.action === 'create') {
-        await c.query(`INSERT INTO identities (id, name, disabled, disabled_at, attributes) VALUES ($1, $2, $3, CASE WHEN $3 THEN now() END, $4::jsonb)`, [newIdentityId(), ch.name, disabled, JSON.stringify(attributes ?? {})]);
-      } else {
-        await c.query(`UPDATE identities SET disabled = $2, disabled_at = CASE WHEN $2 THEN COALESCE(disabled_at, now()) END, attributes = COALESCE($3::jsonb, attributes) WHERE name = $1`, [ch.name, disabled, attributes === undefined ? null : JSON.stringify(attributes)]);
+        const id = newIdentityId();
+        await c.query(`INSERT INTO identities (id, name, disabled, disabled_at, attributes) VALUES ($1, $2, $3, CASE WHEN $3 THEN now() END, $4::jsonb)`, [id, ch.name, disabled, JSON.stringify(attributes ?? {})]);
+        return identityEvents(id, ch.name, { created: true, disabledBefore: false, disabledAfter: disabled, attributesBefore: {}, attributesAfter: attributes ?? {} });
       }
-      return null;
+      const before = await c.query<{ id: string; disabled: boolean; attributes: Record<string, unknown> | null }>('SELECT id, disabled, attributes FROM identities WHERE name = $1 FOR UPDATE', [ch.name]);
+      await c.query(`UPDATE identities SET disabled = $2, disabled_at = CASE WHEN $2 THEN COALESCE(disabled_at, now()) END, attributes = COALESCE($3::jsonb, attributes) WHERE name = $1`, [ch.name, disabled, attributes === undefined ? null : JSON.stringify(attributes)]);
+      const b = before.rows[0];
+      return identityEvents(b.id, ch.name, { created: false, disabledBefore: b.disabled, disabledAfter: disabled, attributesBefore: b.attributes ?? {}, attributesAfter: attributes ?? b.attributes ?? {} });
     }
     case 'grant': {
       const [identity, role, source] = ch.name.split('/');

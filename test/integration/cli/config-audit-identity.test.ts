@@ -111,7 +111,8 @@ test('grants made by apply (the demo provisioning\'s too) are found by --identit
     rmSync(file, { force: true });
   }
   const id = (await env.db.pool.query<{ id: string }>("SELECT id FROM identities WHERE name = 'apply-agent'")).rows[0].id;
-  expect(await cliSearch(false, 'apply-agent')).toEqual([['grant_added', 'ops-bo', id]]);
+  // The identity's creation and its grant, both by this apply.
+  expect(await cliSearch(false, 'apply-agent')).toEqual([['identity_created', 'ops-bo', id], ['grant_added', 'ops-bo', id]]);
   const v = await cli(false, 'audit', 'verify');
   expect([v.code, v.stderr]).toEqual([0, '']);
 });

@@ -235,3 +235,37 @@ test('claim mappings (issue 26): apply stores them, export writes them back, the
   expect((await exportInterlockFile(t.db)).claim_mappings).toEqual([okta]);
   await applyInterlockFile(t.db, { document: { version: 1, claim_mappings: [] } }, { ...op, prune: true });
 });
+
+test('an identity created, changed and pruned by apply records the events the identity commands record, found by audit search --identity', async () => {
+  const events = async (identityId: string) => (await searchAudit(t.db, { identityId, kind: 'config', limit: 100 })).events.map((e) => [e.decision, e.operator, e.details]).reverse();
+  await applyInterlockFile(t.db, { document: { version: 1, identities: [{ name: 'agent-z', attributes: { region: 'eu', tier: 2 } }] } }, op);
+  const z = (await getIdentityByName(t.db, 'agent-z'))!;
+  const digestOf = async () => ((await configEvents())[0].details as { digest: string }).digest;
+  const d1 = await digestOf();
+  expect(await events(z.id)).toEqual([
+    ['identity_created', 'ops-anna', { identityId: z.id, identity: 'agent-z', digest: d1 }],
+    ['identity_attributes_changed', 'ops-anna', { identityId: z.id, identity: 'agent-z', set: ['region', 'tier'], removed: [], digest: d1 }],
+  ]);
+
+  // A changed value and a removed attribute, then disabled: names only, never values.
+  await applyInterlockFile(t.db, { document: { version: 1, identities: [{ name: 'agent-z', attributes: { region: 'us' } }] } }, op);
+  const d2 = await digestOf();
+  await applyInterlockFile(t.db, { document: { version: 1, identities: [{ name: 'agent-z', disabled: true, attributes: { region: 'us' } }] } }, op);
+  const d3 = await digestOf();
+  // Applying the same file again changes and records nothing.
+  await applyInterlockFile(t.db, { document: { version: 1, identities: [{ name: 'agent-z', disabled: true, attributes: { region: 'us' } }] } }, op);
+  await applyInterlockFile(t.db, { document: { version: 1, identities: [{ name: 'agent-z', attributes: { region: 'us' } }] } }, op);
+  const d4 = await digestOf();
+  expect((await events(z.id)).slice(2)).toEqual([
+    ['identity_attributes_changed', 'ops-anna', { identityId: z.id, identity: 'agent-z', set: ['region'], removed: ['tier'], digest: d2 }],
+    ['identity_disabled', 'ops-anna', { identityId: z.id, identity: 'agent-z', digest: d3 }],
+    ['identity_enabled', 'ops-anna', { identityId: z.id, identity: 'agent-z', digest: d4 }],
+  ]);
+
+  // --prune of a file without it disables it (kept for the trail's sake): identity_disabled.
+  const keep = (await exportInterlockFile(t.db)).identities!.filter((i) => i.name !== 'agent-z');
+  await applyInterlockFile(t.db, { document: { version: 1, identities: keep } }, { ...op, prune: true });
+  const last = await events(z.id);
+  expect(last.slice(5)).toEqual([['identity_disabled', 'ops-anna', { identityId: z.id, identity: 'agent-z', digest: await digestOf() }]]);
+  expect((await getIdentityByName(t.db, 'agent-z'))!.disabled).toBe(true);
+});

@@ -214,7 +214,7 @@ test('on the runtime role with an operator connection every governance write fam
     ['DELETE', '/grants/agent-b/other-reader/notes2', undefined, 200, ['grant_revoked']],
     ['POST', '/policies', { name: 'cap2', rule: { type: 'max_rows', max_rows: 7 } }, 201, ['policy_added']],
     ['DELETE', '/policies/cap2', undefined, 200, ['policy_removed']],
-    ['POST', '/apply', { document: { version: 1, identities: [{ name: 'agent-c' }] } }, 200, ['applied']],
+    ['POST', '/apply', { document: { version: 1, identities: [{ name: 'agent-c' }] } }, 200, ['identity_created', 'applied']],
     ['POST', '/grants', { identity: 'agent-b', role: 'other-reader', source: 'notes2' }, 201, ['grant_added']],
     ['DELETE', '/sources/notes2', undefined, 200, ['source_removed']],
   ];
