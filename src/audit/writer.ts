@@ -14,6 +14,7 @@ import { iso } from '../control/ids';
 import { controlPool } from '../control/targets';
 import { appendAuditBatch, setSessionStatementTimeout } from './append';
 import { ChainLane } from './chain';
+import type { AuditKey } from './key';
 import { eventsText, normalizeAuditRow } from './event-text';
 import type { APPROVAL_ACTIONS, AuditKind, AuditRowInput, AuditSink, ToolCallAuditEvent } from './types';
 
@@ -177,6 +178,8 @@ export interface GroupCommitOptions {
    * control database's CPU per call); a stalled commit still lets the next batch commit beside it.
    */
   overlapAfterMs?: number | 'auto';
+  /** The audit key that tags every lane's batches (chain format 5, chain.ts; src/audit/key.ts); absent or null: format 3, unkeyed. */
+  key?: AuditKey | null;
 }
 
 /** 'auto' overlap: a batch in flight longer than this many typical batches counts as stalled. */
@@ -242,7 +245,7 @@ export class GroupCommitAuditSink implements AuditSink {
     private readonly opts: GroupCommitOptions = {},
   ) {
     this.timeoutMs = opts.commitTimeoutMs ?? 2000;
-    this.lanes = Array.from({ length: Math.max(1, Math.trunc(opts.lanes ?? 2)) }, () => new ChainLane(pool));
+    this.lanes = Array.from({ length: Math.max(1, Math.trunc(opts.lanes ?? 2)) }, () => new ChainLane(pool, opts.key ?? null));
     this.idle = [...this.lanes];
   }
 
