@@ -69,7 +69,11 @@ describe('format 5 on a fresh trail', () => {
     expect((await t.db.pool.query('SELECT since_batch::text AS s, set_by FROM audit_keyed_trail')).rows).toEqual([{ s: a0, set_by: 'first_keyed_batch' }]);
     expect(await codeOf(new ChainLane(rt).append([row('r5')], 5000))).toBe('42501');
     expect(await codeOf(new ChainLane(t.db.pool).append([row('r6')], 5000))).toBe('42501');
-    // The runtime role cannot lift it.
+    // The runtime role cannot lift it, nor place a batch before the mark: ids are the owner's sequence's.
+    expect(await codeOf(rt.query("INSERT INTO audit_batches (id, committed_at, event_count, hash, format, chain_id, seq) VALUES (1, now(), 0, $1, 3, gen_random_uuid(), 0)", [Buffer.alloc(32, 1)]))).toBe('42501');
+    expect(await codeOf(rt.query("SELECT setval('audit_batches_id_seq', 1)"))).toBe('42501');
+    expect(await codeOf(rt.query("INSERT INTO audit_keyed_trail (only_row, since_batch, set_by) VALUES (true, 0, 'require_key')"))).toBe('42501');
+    // Nor remove the mark or its trigger.
     expect(await codeOf(rt.query('DELETE FROM audit_keyed_trail'))).toBe('42501');
     expect(await codeOf(rt.query('ALTER TABLE audit_batches DISABLE TRIGGER audit_batches_unkeyed_refused'))).toBe('42501');
     expect((await t.db.pool.query<{ n: number }>("SELECT count(*)::int AS n FROM audit_events WHERE request_id IN ('r5', 'r6')")).rows[0].n).toBe(0);
