@@ -39,8 +39,9 @@ import { PENDING_STALE_MS } from './pending';
  * (`events_without_batch`); a format-3 batch (a writer lane's, tool calls only) holds a kind-config
  * event (`misplaced_config`: a governance change forged by a holder of the runtime role's
  * credential, whose direct INSERTs may store format-3 batches only; red team rtgov finding 4); a
- * format-3 batch after the trail became keyed (`unkeyed_batch`: written without the audit key, so by
- * anyone holding the runtime role's credential; red team rt45b F1); a format-5 batch whose key id
+ * format-3 batch after the trail became keyed, or a format-1/2 batch then holding a tool-call event
+ * other than a queued write's (`unkeyed_batch`: written without the audit key, so by anyone holding
+ * the runtime role's credential, through its INSERTs or the append functions; red team rt45b F1); a format-5 batch whose key id
  * names none of the keys given (`unknown_key`: a key forged, or an old key not passed to verify).
  */
 export type ChainFault = 'hash_mismatch' | 'broken_link' | 'inserted_batch' | 'anchor_mismatch' | 'events_without_batch' | 'misplaced_config' | 'unkeyed_batch' | 'unknown_key';
@@ -177,6 +178,8 @@ interface BatchCheck {
   archived: boolean;
   /** A stored value no writer produces: a time before year 1 or infinite, a relations array not 1-based and one-dimensional. */
   unwritable: boolean;
+  /** The batch holds a tool-call event other than a queued write's (decision queued, with its approval id): what only the writer lanes store. */
+  loose_calls: boolean;
   /** Format 3 and 5: the chain, the place in it, 'seal' or null, the genesis's anchors text. */
   chain_id: string | null;
   seq: string | null;
@@ -365,7 +368,8 @@ export async function verifyAuditChain(db: ControlDb, opts: { since?: Date; arch
                 EXISTS (SELECT 1 FROM valid_archives a WHERE b.committed_at >= a.range_from AND b.committed_at < a.range_to AND b.id BETWEEN a.first_batch_id AND a.last_batch_id) AS archived,
                 NOT isfinite(b.committed_at) OR b.committed_at < ${YEAR_ONE}
                   OR coalesce(bool_or(NOT isfinite(e.time) OR e.time < ${YEAR_ONE} OR NOT isfinite(e.recorded_at) OR e.recorded_at < ${YEAR_ONE}
-                    OR (cardinality(e.relations) > 0 AND (array_lower(e.relations, 1) <> 1 OR array_ndims(e.relations) <> 1))), false) AS unwritable
+                    OR (cardinality(e.relations) > 0 AND (array_lower(e.relations, 1) <> 1 OR array_ndims(e.relations) <> 1))), false) AS unwritable,
+                coalesce(bool_or(e.kind = 'tool_call' AND (e.decision IS DISTINCT FROM 'queued' OR e.approval_id IS NULL)), false) AS loose_calls
          FROM audit_batches b LEFT JOIN ${evSource} e ON e.batch_id = b.id
          WHERE b.id BETWEEN $1 AND $2
          GROUP BY b.id ORDER BY b.id`,
@@ -446,7 +450,9 @@ export async function verifyAuditChain(db: ControlDb, opts: { since?: Date; arch
           }
           if (!bufEq(recomputed, b.hash)) m('hash_mismatch');
           else if ((b.format === 3 || b.format === 5) && (v2.get(b.id) ?? []).some((e) => e.kind === 'config')) m('misplaced_config');
-          else if (b.format === 3 && keyedSince !== null && BigInt(b.id) > keyedSince) m('unkeyed_batch');
+          // After the trail became keyed, tool calls come from the keyed lanes; a format-1/2 batch (the
+          // database's append functions, which the runtime role may call) holds only a queued write's.
+          else if ((b.format === 3 || (b.format <= 2 && b.loose_calls)) && keyedSince !== null && BigInt(b.id) > keyedSince) m('unkeyed_batch');
           else {
             report.batchesChecked++;
             report.eventsChecked += b.events;

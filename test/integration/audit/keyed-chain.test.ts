@@ -15,7 +15,7 @@ import { verifyAuditChain } from '../../../src/audit/verify';
 import { requireAuditKey } from '../../../src/cli/audit';
 import { migrateDown } from '../../helpers/migrate-down';
 import { BASE_AUDIT_ROW, toolCallEvent } from '../../helpers/audit-events';
-import { DbAuditSink } from '../../../src/audit/writer';
+import { appendAuditRows, DbAuditSink } from '../../../src/audit/writer';
 
 jest.setTimeout(120_000);
 
@@ -87,6 +87,13 @@ describe('format 5 on a fresh trail', () => {
       await su.end();
     }
     expect(faults(await verifyAuditChain(t.db, { keys: both.byId }))).toEqual([[g0, 'unkeyed_batch']]);
+    // The format-2 append function the runtime role may call (approval events) is no way round: a tool
+    // call other than a queued write's in such a batch is named too; a queued write's (with the
+    // approval event beside it, as queueApproval stores them) is not.
+    const loose = await appendAuditRows(rt, [row('r8', { decision: 'allowed' })]);
+    const queued = await appendAuditRows(rt, [row('r9', { decision: 'queued', reason_code: 'approval_required', approval_id: 'apr_0123456789abcdef0123' })]);
+    expect(faults(await verifyAuditChain(t.db, { keys: both.byId }))).toEqual([[g0, 'unkeyed_batch'], [loose, 'unkeyed_batch']]);
+    expect(BigInt(queued) > BigInt(loose)).toBe(true);
   });
 });
 
