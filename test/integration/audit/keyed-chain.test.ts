@@ -6,6 +6,11 @@
  * named by verify. The forged chains are written with the runtime role's credential only.
  */
 import pg from 'pg';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { gunzipSync, gzipSync } from 'node:zlib';
+import { archiveAuditPartitions } from '../../../src/audit/archive';
 import { randomBytes } from 'node:crypto';
 import { createGrantedLoginRole, dropLoginRole, freshControlDb, withFreshControlDb, type TestControlDb } from '../control/control-db';
 import { grantRuntimeRole, migrationNames, runMigrations } from '../../../src/control/db';
@@ -146,5 +151,32 @@ describe('the writer with a key', () => {
       expect((await t.db.pool.query('SELECT DISTINCT format, mac_key_id FROM audit_batches')).rows).toEqual([{ format: 5, mac_key_id: k.id }]);
       expect(await verifyAuditChain(t.db, { keys: new Map([[k.id, k]]) })).toMatchObject({ ok: true, eventsChecked: 6, openChains: 0, mismatchCount: 0, keyed: { unauthenticated: 0, fault: null } });
     });
+  });
+});
+
+describe('an archived keyed month', () => {
+  test('keyed batches archived to a file verify from it with the key; an edited line is named', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'il-keyed-arch-'));
+    try {
+      await withFreshControlDb('keyed_archive', async (t) => {
+        const k = newKey();
+        const keys = new Map([[k.id, k]]);
+        const lane = new ChainLane(t.db.pool, k);
+        await lane.append([row('arch-a', { time: new Date().toISOString() })], 5000);
+        const b1 = await lane.append([row('arch-b', { time: new Date().toISOString() })], 5000);
+        await lane.append([], 5000, 'seal');
+        const n = new Date();
+        const file = join(dir, 'a.jsonl.gz');
+        await archiveAuditPartitions(t.db, { before: new Date(Date.UTC(n.getUTCFullYear(), n.getUTCMonth() + 1, 1)), file, force: true });
+        expect(await verifyAuditChain(t.db, { keys })).toMatchObject({ ok: true, archivedBatchesSkipped: 2, keyed: { batches: 3, authenticated: 1 } });
+        expect(await verifyAuditChain(t.db, { keys, archiveFile: file })).toMatchObject({ ok: true, batchesChecked: 3, eventsChecked: 2, keyed: { authenticated: 3 } });
+        const edited = join(dir, 'b.jsonl.gz');
+        const lines = gunzipSync(readFileSync(file)).toString('utf8').split('\n').filter(Boolean);
+        writeFileSync(edited, gzipSync(lines.map((l) => l.replace('"decision":"allowed"', l.includes('"arch-b"') ? '"decision":"denied"' : '"decision":"allowed"')).join('\n') + '\n'));
+        expect(await verifyAuditChain(t.db, { keys, archiveFile: edited })).toMatchObject({ ok: false, firstMismatch: { batchId: b1, fault: 'hash_mismatch' }, archive: { recorded: false } });
+      });
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 });
