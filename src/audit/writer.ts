@@ -204,7 +204,8 @@ interface Waiter {
  * The durable audit writer (issue 11, Build 1–2; issue 28): `record` resolves only after the
  * event's batch has committed. Writer lanes (default two) drain one queue in arrival order: an idle
  * lane takes every waiting event (up to maxBatch) and stores them as its chain's next batch (chain
- * format 3, chain.ts: hashed here, one INSERT statement and one commit), then settles those waiters
+ * format 3, or 5 tagged with the audit key given as `key`, chain.ts: hashed here, one INSERT statement
+ * and one commit), then settles those waiters
  * and takes the next batch. So up to `lanes` batches commit at once, each lane keeps its own chain in
  * order with one batch in flight, and a crash between two batches leaves open chains, never a gap.
  * At concurrency 1 that is one commit per call; under load events that arrive during a commit share
