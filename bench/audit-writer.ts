@@ -12,6 +12,10 @@
  * `format3-runtime` is format3 on a connection of a runtime role (`grantRuntimeRole`: the gateway's own,
  * subject to audit_batches' row-level security, migration 20261208220000000), `format3-runtime-norls`
  * the same with that security disabled for the variant (what the policy costs a batch; alternate them).
+ * `format5`, `format5-runtime` (task f1): the same lane with an audit key (chain format 5: HMAC-SHA-256
+ * tag, key id on the batch, migration 20261216100000000); before each format-3 variant the trail's
+ * keyed mark (audit_keyed_trail, set by the first keyed genesis) is cleared, so format 3 is measured
+ * with its trigger's check of that table as it runs on a trail not yet keyed.
  * BENCH_PG_OPTIONS adds startup options to the format-3 pool (e.g. `-c plan_cache_mode=force_generic_plan`);
  * BENCH_DROP_INDEXES drops the named indexes after migrating (what an index costs a batch);
  * BENCH_SQL runs statements after migrating (e.g. an index a later migration would add).
@@ -21,6 +25,7 @@ import pg from 'pg';
 import { appendAuditRows, auditSessionTimeoutMs, type AuditRowInput } from '../src/audit/writer';
 import { grantRuntimeRole, openControlDb, runMigrations } from '../src/control/db';
 import { ChainLane } from '../src/audit/chain';
+import { auditKey } from '../src/audit/key';
 import { setSessionStatementTimeout } from '../src/audit/append';
 import { ADMIN_URL, createTempDatabase } from '../test/helpers/pg';
 import { procCpuMs, procCpuSplitMs } from './lib/cpu';
@@ -61,6 +66,9 @@ async function literalAppend(c: pg.Client, rows: AuditRowInput[], ms: number): P
   await c.query(`SET LOCAL statement_timeout = ${ms}; SELECT interlock_audit_append(${c.escapeLiteral(JSON.stringify(rows))}::jsonb) AS b`);
 }
 
+/** The audit key of the format-5 variants (a fixed bench value, never a deployment's). */
+const benchKey = auditKey('bench-audit-key-'.repeat(3));
+
 async function main(): Promise<void> {
   const events = envInt('BENCH_EVENTS', 3000);
   const sizes = (process.env.BENCH_BATCH ?? '1,3,8').split(',').map(Number);
@@ -77,7 +85,7 @@ async function main(): Promise<void> {
     // A runtime role for the format3-runtime variants (trust authentication: no password needed).
     const runtimeRole = `bench_rt_${process.pid}`;
     const runtimeUrl = new URL(db.url);
-    if (variants.some((v) => v.startsWith('format3-runtime'))) {
+    if (variants.some((v) => v.includes('-runtime'))) {
       await admin.query(`CREATE ROLE ${runtimeRole} LOGIN`);
       const cdb = await openControlDb(db.url, { migrate: false });
       await grantRuntimeRole(cdb, runtimeRole);
@@ -95,19 +103,22 @@ async function main(): Promise<void> {
         // format3: one lane on a pool of one connection, so one backend serves every batch.
         const session = variant === 'format3-session' ? auditSessionTimeoutMs(2000) : undefined;
         const extra = [process.env.BENCH_PG_OPTIONS ?? '', session ? `-c statement_timeout=${session}` : ''].join(' ').trim();
-        const runtime = variant.startsWith('format3-runtime');
+        const runtime = variant.includes('-runtime');
+        const keyed = variant.startsWith('format5');
+        const chained = variant.startsWith('format3') || keyed;
         if (runtime) await admin.query(`ALTER TABLE audit_batches ${variant === 'format3-runtime-norls' ? 'DISABLE' : 'ENABLE'} ROW LEVEL SECURITY`);
+        if (variant.startsWith('format3')) await admin.query('DELETE FROM audit_keyed_trail');
         const lanePool = new pg.Pool({ connectionString: runtime ? runtimeUrl.toString() : db.url, max: 1, ...(extra ? { options: extra } : {}) });
         if (session) setSessionStatementTimeout(lanePool, session);
-        const lane = new ChainLane(lanePool);
+        const lane = new ChainLane(lanePool, keyed ? benchKey : null);
         try {
-          const pid = (await (variant.startsWith('format3') ? lanePool : c).query<{ p: number }>('SELECT pg_backend_pid() AS p')).rows[0].p;
+          const pid = (await (chained ? lanePool : c).query<{ p: number }>('SELECT pg_backend_pid() AS p')).rows[0].p;
           let n = 0;
           const one = async () => {
             const batch = Array.from({ length: size }, () => event(n++));
             if (variant === 'literal') await literalAppend(c, batch, 2000);
             else if (variant === 'format1') await format1Append(c, batch, 2000);
-            else if (variant.startsWith('format3')) await lane.append(batch, 2000);
+            else if (chained) await lane.append(batch, 2000);
             else await appendAuditRows(c, batch, 2000);
           };
           for (let i = 0; i < 50; i++) await one();

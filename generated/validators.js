@@ -9874,7 +9874,7 @@ return errors === 0;
 validate79.evaluated = {"props":{"asset_id":true,"source_id":true,"title":true,"body":true,"document_type":true,"category_path":true,"timestamp":true,"entities":true,"links":true,"indexed_at":true},"dynamicProps":false,"dynamicItems":false};
 
 exports.validateGatewayConfig = validate48;
-const schema72 = {"$schema":"https://json-schema.org/draft/2020-12/schema","$id":"https://interlock.dev/spec/config-v1.schema.json","title":"GatewayConfig","description":"InterLock gateway configuration: an optional JSON or YAML file (--config FILE) merged with INTERLOCK_* environment variables (environment wins) and then command-line flags. Unknown keys are errors everywhere, and so are unknown INTERLOCK_* environment variables: a misspelt safety setting must never be silently ignored. docs/operators.md lists every key with its variable and default.","type":"object","properties":{"listen":{"description":"Where the MCP endpoint listens.","type":"object","properties":{"host":{"description":"Interface address (INTERLOCK_HOST). Default 127.0.0.1.","type":"string","minLength":1,"maxLength":255},"port":{"description":"TCP port, 0 = any free port (INTERLOCK_PORT). Default 8787.","type":"integer","minimum":0,"maximum":65535},"request_timeout_ms":{"description":"Longest time a client may take to send one whole request, headers and body (INTERLOCK_REQUEST_TIMEOUT_MS); past it the connection is answered 408 and closed. Does not limit how long an answer or an SSE stream takes. Default 30000.","type":"integer","minimum":1000,"maximum":3600000},"headers_timeout_ms":{"description":"Longest time a client may take to send a request's headers (INTERLOCK_HEADERS_TIMEOUT_MS); at most request_timeout_ms (a larger value is lowered to it). Default 20000.","type":"integer","minimum":1000,"maximum":3600000},"tls":{"description":"Serve the gateway (MCP endpoint, console, admin API) over TLS on listen.host:port instead of plain HTTP (INTERLOCK_TLS_CERT_FILE, INTERLOCK_TLS_KEY_FILE; issue 24, item 3). Both files are PEM; they are read at start and again on SIGHUP (a failed reload keeps the current certificate and is logged). Console cookies are then Secure. Default: plain HTTP.","type":"object","properties":{"cert_file":{"description":"PEM certificate chain file (leaf first).","type":"string","minLength":1},"key_file":{"description":"PEM private key file of the certificate.","type":"string","minLength":1}},"required":["cert_file","key_file"],"additionalProperties":false}},"additionalProperties":false},"database":{"description":"The control database.","type":"object","properties":{"url":{"description":"PostgreSQL connection URL of the control database (INTERLOCK_DATABASE_URL). Without it an embedded PostgreSQL is started in embedded_data_dir.","type":"string","pattern":"^postgres(ql)?://"},"embedded_data_dir":{"description":"Folder of the embedded PostgreSQL, kept across restarts (INTERLOCK_EMBEDDED_DATA_DIR). Default .interlock/pg.","type":"string","minLength":1},"embedded_port":{"description":"Port of the embedded PostgreSQL, 0 = a free port (INTERLOCK_EMBEDDED_PORT). Default 0.","type":"integer","minimum":0,"maximum":65535},"pool_size":{"description":"Largest number of pooled control-database connections (INTERLOCK_DATABASE_POOL_SIZE). Default 10.","type":"integer","minimum":1,"maximum":1000},"operator_url":{"description":"PostgreSQL connection URL of the operator connection (INTERLOCK_OPERATOR_DATABASE_URL): the database role, given `interlock db grant-operator-role`, through which the admin API (/admin/v1) and the console make governance changes (identities, keys, sources, roles, grants, policies, apply) and record their config events, while the gateway itself runs on its least-privilege runtime role (url). Same database and URL forms as url (several hosts, target_session_attrs). A pool of at most 4 connections; readiness does not depend on it. Unset: governance changes go through url's role, and are refused (403 forbidden) when that role may not make them.","type":"string","pattern":"^postgres(ql)?://"}},"additionalProperties":false},"allowed_hosts":{"description":"Host header values accepted besides the loopback names when bound to loopback (INTERLOCK_ALLOWED_HOSTS, comma-separated), e.g. gateway.example.com:443. DNS-rebinding protection (decision 14).","type":"array","items":{"type":"string","minLength":1,"maxLength":300},"maxItems":100},"allowed_origins":{"description":"Origin values accepted besides the request's own origin (INTERLOCK_ALLOWED_ORIGINS, comma-separated), e.g. https://app.example.com.","type":"array","items":{"type":"string","pattern":"^https?://[^/\\s]+$"},"maxItems":100},"trust_proxy":{"description":"Which proxies in front of the gateway are trusted to give the client's scheme and address in X-Forwarded-Proto and X-Forwarded-For (INTERLOCK_TRUST_PROXY, comma-separated), with Express's `trust proxy` semantics: true trusts every hop, a number that many hops, a list names trusted addresses or subnets (CIDR) or loopback, linklocal, uniquelocal. Set it when a TLS-terminating proxy serves the console, so its cookies are Secure (issue 24, item 3). Applies to every route but POST /mcp. Default false: X-Forwarded-* is ignored.","anyOf":[{"type":"boolean"},{"type":"integer","minimum":0,"maximum":100},{"type":"array","items":{"type":"string","minLength":1,"maxLength":100},"minItems":1,"maxItems":100}]},"console":{"description":"The web approval console at /console (issue 24, item 3). Sessions are kept in the control database, so sign-out, operator-token revocation and the timeouts hold on every replica.","type":"object","properties":{"session_idle_timeout_seconds":{"description":"A console session ends after this long without a request (INTERLOCK_CONSOLE_SESSION_IDLE_TIMEOUT_SECONDS). Default 1800 (30 minutes).","type":"integer","minimum":60,"maximum":86400},"session_absolute_timeout_seconds":{"description":"A console session ends this long after sign-in, however active (INTERLOCK_CONSOLE_SESSION_ABSOLUTE_TIMEOUT_SECONDS). Default 28800 (8 hours).","type":"integer","minimum":300,"maximum":604800}},"additionalProperties":false},"rate_limits":{"description":"Calls allowed per window, shared by every replica through the control database. per_identity counts every call of one identity across all sources (INTERLOCK_RATE_LIMIT_IDENTITY_POINTS, INTERLOCK_RATE_LIMIT_IDENTITY_WINDOW_SECONDS; default 120 per 60 s); per_source counts every call to one source across all identities (INTERLOCK_RATE_LIMIT_SOURCE_POINTS, INTERLOCK_RATE_LIMIT_SOURCE_WINDOW_SECONDS; default 600 per 60 s).","type":"object","properties":{"per_identity":{"$ref":"#/$defs/rateLimit"},"per_source":{"$ref":"#/$defs/rateLimit"}},"additionalProperties":false},"approvals":{"type":"object","properties":{"ttl_seconds":{"description":"How long a queued write waits for an operator before it expires (INTERLOCK_APPROVAL_TTL_SECONDS). Default 86400 (one day).","type":"integer","minimum":60,"maximum":2592000},"max_pending_per_identity":{"description":"Most writes one identity may have waiting for approval at once; the next is refused approval_queue_full and not queued (INTERLOCK_APPROVAL_MAX_PENDING_PER_IDENTITY). Default 20.","type":"integer","minimum":1,"maximum":100000},"max_pending_per_source":{"description":"Most writes waiting for approval on one source at once, all identities together (INTERLOCK_APPROVAL_MAX_PENDING_PER_SOURCE). Default 100.","type":"integer","minimum":1,"maximum":1000000},"sweep_interval_ms":{"description":"How often each gateway expires overdue pending approvals, in milliseconds (INTERLOCK_APPROVAL_SWEEP_INTERVAL_MS). Default 10000.","type":"integer","minimum":100,"maximum":3600000},"sweep_batch":{"description":"Most approvals one sweep expires; the rest wait for the next tick (INTERLOCK_APPROVAL_SWEEP_BATCH). Default 500.","type":"integer","minimum":1,"maximum":10000}},"additionalProperties":false},"audit":{"description":"The audit trail (issue 11).","type":"object","properties":{"commit_timeout_ms":{"description":"How long a tools/call waits for its audit event to commit before it is answered unavailable/audit_unavailable with no result (INTERLOCK_AUDIT_COMMIT_TIMEOUT_MS). Default 2000.","type":"integer","minimum":100,"maximum":60000},"retention_min_days":{"description":"Retention floor of `interlock audit archive`: without --force it never archives a month that ends less than this many days ago (nor the open month, whatever this is). 0: only the open month is kept (INTERLOCK_AUDIT_RETENTION_MIN_DAYS). Default 0.","type":"integer","minimum":0,"maximum":36500}},"additionalProperties":false},"notifications":{"description":"Where InterLock tells people about approvals. Each webhook receives a signed JSON POST for the events it names.","type":"object","properties":{"webhooks":{"type":"array","maxItems":20,"items":{"type":"object","properties":{"url":{"description":"Where to POST (http or https).","type":"string","pattern":"^https?://[^\\s]+$"},"events":{"description":"Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.","type":"array","minItems":1,"uniqueItems":true,"items":{"type":"string","enum":["approval.queued","approval.decided","approval.expired","approval.executed","approval.failed"]}},"secret_env":{"description":"Environment variable holding the signing secret, at least 32 bytes (UTF-8; a shorter one is refused when the configuration loads). Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).","type":"string","pattern":"^[A-Z_][A-Z0-9_]*$"}},"required":["url","events","secret_env"],"additionalProperties":false}},"coalesce_queued_at":{"description":"When this many approval.queued events of one identity arrive in one poll of the audit trail, each webhook gets one delivery listing them all (approval.count, approval.approval_ids) instead of one per write. Default 3.","type":"integer","minimum":2,"maximum":1000}},"additionalProperties":false},"admission":{"description":"Admission by capacity (issue 29; src/transport/capacity.ts): an adaptive limit on the governed tool calls a replica runs at once, lowered when calls slow down (gradient of short- against long-term latency), when the event loop lags or when the audit writer falls behind, with a short bounded queue. Beyond it a call is refused at once with rate_limited, retry_after_ms and Retry-After derived from the queue, before identity, SQL or audit work; such refusals are audited in aggregate per client address per minute, like keyless refusals. In memory per replica.","type":"object","properties":{"enabled":{"description":"Turn admission by capacity on or off (INTERLOCK_ADMISSION_ENABLED, true or false). Default true.","type":"boolean"},"initial_limit":{"description":"Starting limit, in calls in flight. Default 16: about 2 × CPU cores × 4 calls in flight per core on the 2-core reference machine (a point read spends 1–1.4 ms of gateway CPU in a 5–6 ms answer; peak goodput near 8 connections, bench/11-overload.ts); raise it with the cores.","type":"integer","minimum":1,"maximum":100000},"min_limit":{"description":"The limit never falls below this (INTERLOCK_ADMISSION_MIN_LIMIT). Default 4: one core's worth of calls in flight, so a starved replica still serves while it refuses the excess; the limit acts from 8–32 connections up on 2 cores.","type":"integer","minimum":1,"maximum":100000},"max_limit":{"description":"The limit never rises above this (INTERLOCK_ADMISSION_MAX_LIMIT). Default 512.","type":"integer","minimum":1,"maximum":100000},"queue_size":{"description":"Calls that may wait for a slot; beyond them a call is refused at once (INTERLOCK_ADMISSION_QUEUE_SIZE). Default 32.","type":"integer","minimum":0,"maximum":100000},"queue_timeout_ms":{"description":"Longest wait of a queued call in milliseconds; then it is refused. Default 250.","type":"integer","minimum":1,"maximum":60000},"tolerance":{"description":"How many times the long-term latency (controller min_rtt: minRTT) the short-term one may reach before the limit falls. Default 2.","type":"number","minimum":1,"maximum":10},"controller":{"description":"How the limit follows latency (INTERLOCK_ADMISSION_CONTROLLER). \"long_average\" (default): the gradient of the short-term latency against a slow long-term average (10 s time constant). \"min_rtt\": Envoy's gradient controller: the replica's latency at low concurrency (minRTT) is measured in a window every min_rtt_interval_ms (plus up to 10 % jitter) with the limit held at min_limit, and every 100 ms the limit becomes limit × gradient + √(limit × gradient), gradient = clamp(tolerance × minRTT ÷ sampled latency, 0.5, 2), the sampled latency being the latency_percentile of the calls finished in those 100 ms; a limit at min_limit for 5 updates in a row measures minRTT again at once.","type":"string","enum":["long_average","min_rtt"]},"min_rtt_interval_ms":{"description":"controller min_rtt: milliseconds between the end of one minRTT window and the start of the next (plus up to 10 % jitter). Default 10000.","type":"integer","minimum":100,"maximum":3600000},"min_rtt_samples":{"description":"controller min_rtt: calls admitted and finished inside a minRTT window (at most min_limit in flight) that make its measurement; a window also ends 1 s after its first such call with what it has. Default 25.","type":"integer","minimum":1,"maximum":10000},"sample_source_time":{"description":"Count a call's time in source reads (pool checkout and statements) in its latency sample (INTERLOCK_ADMISSION_SAMPLE_SOURCE_TIME, true or false). Default false: left out, so one identity's slow statements cannot lower the limit for every caller; but then queueing for the source pool is invisible to the limit (bench/RESULTS.md, h29p). An experiment switch.","type":"boolean"},"sample_pool_wait":{"description":"Count a call's wait for a connection of a source's shared reader pool in its latency sample, the rest of its source time left out (INTERLOCK_ADMISSION_SAMPLE_POOL_WAIT, true or false). The wait starts once the call's identity has its own slot (max_concurrent_per_identity), so an identity flooding its own share, or sending slow statements, cannot lower the limit for every caller; a queue for the shared pool, which every identity's calls stand in, lowers it. Ignored when sample_source_time is true (all source time counts). Default false (bench/RESULTS.md, h29q).","type":"boolean"},"raise_on_slot_waiters":{"description":"Count calls waiting for their identity's own source slots (max_concurrent_per_identity) as in flight when deciding whether the limit is used enough to be raised (INTERLOCK_ADMISSION_RAISE_ON_SLOT_WAITERS, true or false). Default true. false: the limit is raised only while at least half of it are working calls, the calls in flight less the share of them waiting for their own slots (by Little's law the mean own-slot wait ÷ the mean latency of recent calls), so one identity sending more than its slots take does not have the limit raised to hold its queue (bench 11, one identity on 512 connections: ~60–110 calls admitted instead of ~185, no call refused late with concurrency_limited), at the price of fewer calls in flight where more would serve more (goodput at 1×–4× not shown to hold; bench/RESULTS.md, h29f). The wait stays out of the latency sample either way.","type":"boolean"},"identity_limit":{"description":"Give each identity a limit of its own inside the replica's (INTERLOCK_ADMISSION_IDENTITY_LIMIT, true or false), in calls of the gateway, set by the identity's queue for its own source slots (max_concurrent_per_identity), which the replica's limit leaves out. An identity gets one when a call of it waited for its own slots longer than its allowance (below) or was refused for lack of a source slot. At most every 100 ms (or once per latency of its calls), over its calls admitted since the last change: when their mean own-slot wait passes the allowance, max(identity_slot_wait_ms, identity_wait_ratio × their mean statement time), the share of its calls in flight queued beyond it (excess wait ÷ latency, Little's law) is taken off its limit (at most half); otherwise, while it uses at least half its limit, the limit grows by its square root, and it is removed once it reaches the replica's limit. A call refused for lack of a source slot lowers it to 0.9 × its calls in flight. Its excess calls are refused at once with rate_limited and Retry-After, like those beyond the replica's limit; other identities and the replica's limit are untouched. At most 10,000 identities are limited at once (the oldest entry goes first). Default false (bench/RESULTS.md, h29i, h29n).","type":"boolean"},"identity_slot_wait_ms":{"description":"identity_limit: the least mean wait for an identity's own source slots, in milliseconds, that its limit allows, whatever its statements' time. Default 1.","type":"number","minimum":0,"maximum":60000},"identity_wait_ratio":{"description":"identity_limit: the mean wait for an identity's own source slots that its limit allows, as a multiple of its statements' mean time (by Little's law about this many calls waiting per busy slot: enough to keep its slots busy through the gateway's own stalls). Default 2 (bench/RESULTS.md, h29n).","type":"number","minimum":0,"maximum":100},"latency_percentile":{"description":"controller min_rtt: the percentile (nearest rank) of call latencies taken both for minRTT and for each 100 ms sample. Default 90.","type":"number","exclusiveMinimum":0,"maximum":100},"max_event_loop_delay_ms":{"description":"Event-loop delay (p99 over the last second) past which the limit is lowered, by 10 % at most every 100 ms. Default 100.","type":"integer","minimum":1,"maximum":60000},"max_audit_queue":{"description":"Audit events pending in the writer (queued or in a batch being committed) past which the limit is lowered, by 10 % at most every 100 ms. Each admitted call holds its slot until its event commits, so this only acts when it is below max_limit. Default 64.","type":"integer","minimum":1,"maximum":1000000},"front_door":{"description":"On plain HTTP (not with listen.tls), while admission is refusing calls, new connections are read by a front door in front of node:http's parser, which answers a 2026-07-28 tools/call it refuses at capacity from the connection's bytes (the same answer) and hands every other request, with its connection, to node:http; node:http's refusals at capacity then close their connection so the client's next one starts at the front door (issue 29: a refusal's cost; INTERLOCK_ADMISSION_FRONT_DOOR, true or false). Default true.","type":"boolean"},"pause_refused_connections":{"description":"After a refusal at capacity on POST /mcp, read nothing more from that connection until its Retry-After (the connection stays open). A client that waits as told loses nothing; one that retries at once on the same connection cannot spend the replica's CPU on refusals and starve the calls it admitted (INTERLOCK_ADMISSION_PAUSE_REFUSED_CONNECTIONS, true or false). Turn it off behind a proxy that carries several callers on one connection. Default true.","type":"boolean"}},"additionalProperties":false},"cache":{"description":"Result cache of eligible reads.","type":"object","properties":{"ttl_ms":{"description":"Time to live of a cached result in milliseconds, 0 disables the cache (INTERLOCK_CACHE_TTL_MS). Default 30000.","type":"integer","minimum":0,"maximum":86400000},"max_bytes":{"description":"Byte budget of the cache (INTERLOCK_CACHE_MAX_BYTES). Default 67108864 (64 MiB).","type":"integer","minimum":0,"maximum":17179869184}},"additionalProperties":false},"ops_listen":{"description":"Optional separate listen address of the operations endpoints GET /healthz, /readyz and /metrics (INTERLOCK_OPS_HOST, INTERLOCK_OPS_PORT), e.g. for a Prometheus scraper on an internal interface. When set, those three endpoints are served only there (behind the same Host/Origin guard, with the loopback names plus allowed_hosts, or any host on a non-loopback bind without allowed_hosts) and no longer on listen. Default: unset (served on listen).","type":"object","properties":{"host":{"description":"Interface address of the operations listener (INTERLOCK_OPS_HOST). Default 127.0.0.1.","type":"string","minLength":1,"maxLength":255},"port":{"description":"TCP port of the operations listener, 0 = any free port (INTERLOCK_OPS_PORT).","type":"integer","minimum":0,"maximum":65535}},"required":["port"],"additionalProperties":false},"client_limits":{"description":"Limits per client address and per identity, kept in memory on each replica (so N replicas allow up to N times the figure). The client address is the TCP peer address (an IPv6 address counts by its /64 prefix); behind a reverse proxy every client shares the proxy's address.","type":"object","properties":{"keyless":{"$ref":"#/$defs/rateLimit","description":"Requests without a valid agent key (no Authorization Bearer, or a key that does not resolve) allowed per client address per window, counted before any other work (INTERLOCK_KEYLESS_POINTS, INTERLOCK_KEYLESS_WINDOW_SECONDS). Over it: 429 with Retry-After. Default 600 per 60 s."},"streams_per_address":{"description":"Open SSE streams and in-flight tool calls (GET /mcp/sse streams, and tools/call on every route, each of which may answer as a request-scoped stream) per client address (INTERLOCK_STREAMS_PER_ADDRESS). Over it: 429 rate_limited with Retry-After. Default 128.","type":"integer","minimum":1,"maximum":100000},"streams_per_identity":{"description":"Open SSE streams and in-flight tool calls per identity, across addresses (INTERLOCK_STREAMS_PER_IDENTITY). Over it: 429 rate_limited with Retry-After. Default 64. A tool call keeps its slot until its answer has been flushed to the client or its connection closed, so this also bounds the answers an identity can leave unread in memory.","type":"integer","minimum":1,"maximum":100000},"answer_write_timeout_ms":{"description":"How long a tool call's answer may wait unread by its client, in milliseconds (INTERLOCK_ANSWER_WRITE_TIMEOUT_MS): an answer not flushed to the client by then has its connection closed (the call stays audited), which frees the answer's memory and its stream slot. 0 disables the deadline. Default 30000.","type":"integer","minimum":0,"maximum":3600000},"body_reads_per_address":{"description":"Request bodies being received at once per client address, on every route, checked before the body is read (INTERLOCK_BODY_READS_PER_ADDRESS). Over it: 429 rate_limited with Retry-After, and the connection is closed. Default 64.","type":"integer","minimum":1,"maximum":100000},"body_bytes_in_flight":{"description":"Bytes of request bodies over 64 KiB being received at once on a replica, all client addresses together (one address at most an eighth), each body counted at its Content-Length (the body limit, 1 MiB, when undeclared or compressed) before it is read; smaller bodies count only against body_reads_per_address (INTERLOCK_BODY_BYTES_IN_FLIGHT). Over it: 429 rate_limited with Retry-After, and the connection is closed; one body is always admitted when none is being read. Default 134217728 (128 MiB).","type":"integer","minimum":1048576,"maximum":68719476736}},"additionalProperties":false},"auth":{"description":"InterLock as an OAuth 2.1 resource server (issue 26): JWT access tokens from the organisation's identity providers are accepted beside API keys. docs/operators.md \"Identity providers\".","type":"object","properties":{"resource":{"description":"The gateway's canonical resource URL (RFC 8707; RFC 9728 `resource`), e.g. https://gateway.example.com/mcp: the default expected audience of every issuer and the `resource` of /.well-known/oauth-protected-resource. Required when issuers are configured.","type":"string","pattern":"^https?://","maxLength":2048},"scopes_supported":{"description":"Scopes advertised in the protected resource metadata (scopes_supported). Default: none advertised.","type":"array","items":{"type":"string","minLength":1,"maxLength":256},"maxItems":64,"uniqueItems":true},"handshake_challenge":{"description":"Handshake dialect (2025-*): answer a tools/call refused as unauthorized with HTTP 401 and the WWW-Authenticate challenge (so OAuth-capable clients start their flow) instead of the contract's default tool-result refusal. Default false.","type":"boolean"},"issuers":{"description":"Trusted issuers of JWT access tokens. A token whose unverified `iss` names none of them is refused before any network or database work.","type":"array","maxItems":32,"items":{"$ref":"#/$defs/tokenIssuer"}}},"additionalProperties":false},"log_level":{"description":"Operational log level (INTERLOCK_LOG_LEVEL). Default info.","type":"string","enum":["fatal","error","warn","info","debug","trace","silent"]},"key_pepper":{"description":"Secret HMAC key for API-key hashes, at least 32 characters (INTERLOCK_KEY_PEPPER; prefer the variable or a secret store to a file). Default: generated once and kept in the control database. Changing it invalidates every key, so the gateway refuses to start with a pepper that differs from the one on record.","type":"string","minLength":32,"maxLength":1024}},"additionalProperties":false,"$defs":{"tokenIssuer":{"title":"TokenIssuer","description":"One trusted OAuth 2.1 / OpenID Connect issuer (issue 26 item 1) and how its tokens map to identities (item 2).","type":"object","properties":{"issuer":{"description":"The issuer identifier, compared exactly with the token's `iss` (and with the discovery document's `issuer`).","type":"string","pattern":"^https?://","maxLength":2048},"jwks_uri":{"description":"The issuer's JWKS URL. Absent: discovered from <issuer>/.well-known/openid-configuration.","type":"string","pattern":"^https?://","maxLength":2048},"audience":{"description":"Expected `aud` (one of the token's audiences must equal it). Default: auth.resource.","type":"string","minLength":1,"maxLength":2048},"algorithms":{"description":"Allowed JWS algorithms, asymmetric only (`none` and HMAC are never accepted). Default [RS256, ES256].","type":"array","minItems":1,"uniqueItems":true,"items":{"type":"string","enum":["RS256","RS384","RS512","PS256","PS384","PS512","ES256","ES384","ES512","EdDSA"]}},"required_scopes":{"description":"Scopes the token's `scope` (or `scp`) claim must all carry; a token missing one is refused 403 insufficient_scope. Default none.","type":"array","items":{"type":"string","minLength":1,"maxLength":256},"maxItems":64,"uniqueItems":true},"jwks_cooldown_seconds":{"description":"Least interval between two fetches of the issuer's JWKS, in seconds: a token with an unknown `kid` (a rotated key) refetches at most this often. Default 30.","type":"integer","minimum":1,"maximum":3600},"clock_skew_seconds":{"description":"Tolerance for exp, nbf and iat, in seconds. Default 60.","type":"integer","minimum":0,"maximum":600},"identity_claim":{"description":"The claim that names the identity (e.g. sub, email, preferred_username); lower-cased, it must be a valid identity name. Default sub.","type":"string","minLength":1,"maxLength":128},"unknown_subjects":{"description":"A subject with no identity yet: refuse (invalid_token) or provision an identity named by identity_claim. Default refuse.","type":"string","enum":["refuse","provision"]},"role_grants":{"description":"Claim values that grant source roles: every rule whose claim carries the value (equal, or an element of an array claim) grants role on source to the token's identity; such grants follow the claims on each sign-in.","type":"array","maxItems":256,"items":{"$ref":"#/$defs/claimRoleGrant"}},"attribute_claims":{"description":"Claims copied into the identity's attributes for policies and row rules. Default [email, groups, roles].","type":"array","items":{"type":"string","minLength":1,"maxLength":128},"maxItems":32,"uniqueItems":true}},"required":["issuer"],"additionalProperties":false},"claimRoleGrant":{"title":"ClaimRoleGrant","description":"A claim value that grants a source role on a source.","type":"object","properties":{"claim":{"description":"Claim name, e.g. groups.","type":"string","minLength":1,"maxLength":128},"value":{"description":"Claim value that grants the role.","type":"string","minLength":1,"maxLength":256},"role":{"description":"Source role name.","type":"string","minLength":1,"maxLength":128},"source":{"description":"Source id.","type":"string","minLength":1,"maxLength":128}},"required":["claim","value","role","source"],"additionalProperties":false},"rateLimit":{"title":"RateLimit","description":"A number of calls per window. Either field may be given alone: the other keeps its default (or the value a lower layer set: defaults, then the file, then the environment, then the command line).","type":"object","properties":{"points":{"description":"Calls allowed per window.","type":"integer","minimum":1,"maximum":1000000},"window_seconds":{"description":"Window length in seconds.","type":"integer","minimum":1,"maximum":86400}},"additionalProperties":false}}};
+const schema72 = {"$schema":"https://json-schema.org/draft/2020-12/schema","$id":"https://interlock.dev/spec/config-v1.schema.json","title":"GatewayConfig","description":"InterLock gateway configuration: an optional JSON or YAML file (--config FILE) merged with INTERLOCK_* environment variables (environment wins) and then command-line flags. Unknown keys are errors everywhere, and so are unknown INTERLOCK_* environment variables: a misspelt safety setting must never be silently ignored. docs/operators.md lists every key with its variable and default.","type":"object","properties":{"listen":{"description":"Where the MCP endpoint listens.","type":"object","properties":{"host":{"description":"Interface address (INTERLOCK_HOST). Default 127.0.0.1.","type":"string","minLength":1,"maxLength":255},"port":{"description":"TCP port, 0 = any free port (INTERLOCK_PORT). Default 8787.","type":"integer","minimum":0,"maximum":65535},"request_timeout_ms":{"description":"Longest time a client may take to send one whole request, headers and body (INTERLOCK_REQUEST_TIMEOUT_MS); past it the connection is answered 408 and closed. Does not limit how long an answer or an SSE stream takes. Default 30000.","type":"integer","minimum":1000,"maximum":3600000},"headers_timeout_ms":{"description":"Longest time a client may take to send a request's headers (INTERLOCK_HEADERS_TIMEOUT_MS); at most request_timeout_ms (a larger value is lowered to it). Default 20000.","type":"integer","minimum":1000,"maximum":3600000},"tls":{"description":"Serve the gateway (MCP endpoint, console, admin API) over TLS on listen.host:port instead of plain HTTP (INTERLOCK_TLS_CERT_FILE, INTERLOCK_TLS_KEY_FILE; issue 24, item 3). Both files are PEM; they are read at start and again on SIGHUP (a failed reload keeps the current certificate and is logged). Console cookies are then Secure. Default: plain HTTP.","type":"object","properties":{"cert_file":{"description":"PEM certificate chain file (leaf first).","type":"string","minLength":1},"key_file":{"description":"PEM private key file of the certificate.","type":"string","minLength":1}},"required":["cert_file","key_file"],"additionalProperties":false}},"additionalProperties":false},"database":{"description":"The control database.","type":"object","properties":{"url":{"description":"PostgreSQL connection URL of the control database (INTERLOCK_DATABASE_URL). Without it an embedded PostgreSQL is started in embedded_data_dir.","type":"string","pattern":"^postgres(ql)?://"},"embedded_data_dir":{"description":"Folder of the embedded PostgreSQL, kept across restarts (INTERLOCK_EMBEDDED_DATA_DIR). Default .interlock/pg.","type":"string","minLength":1},"embedded_port":{"description":"Port of the embedded PostgreSQL, 0 = a free port (INTERLOCK_EMBEDDED_PORT). Default 0.","type":"integer","minimum":0,"maximum":65535},"pool_size":{"description":"Largest number of pooled control-database connections (INTERLOCK_DATABASE_POOL_SIZE). Default 10.","type":"integer","minimum":1,"maximum":1000},"operator_url":{"description":"PostgreSQL connection URL of the operator connection (INTERLOCK_OPERATOR_DATABASE_URL): the database role, given `interlock db grant-operator-role`, through which the admin API (/admin/v1) and the console make governance changes (identities, keys, sources, roles, grants, policies, apply) and record their config events, while the gateway itself runs on its least-privilege runtime role (url). Same database and URL forms as url (several hosts, target_session_attrs). A pool of at most 4 connections; readiness does not depend on it. Unset: governance changes go through url's role, and are refused (403 forbidden) when that role may not make them.","type":"string","pattern":"^postgres(ql)?://"}},"additionalProperties":false},"allowed_hosts":{"description":"Host header values accepted besides the loopback names when bound to loopback (INTERLOCK_ALLOWED_HOSTS, comma-separated), e.g. gateway.example.com:443. DNS-rebinding protection (decision 14).","type":"array","items":{"type":"string","minLength":1,"maxLength":300},"maxItems":100},"allowed_origins":{"description":"Origin values accepted besides the request's own origin (INTERLOCK_ALLOWED_ORIGINS, comma-separated), e.g. https://app.example.com.","type":"array","items":{"type":"string","pattern":"^https?://[^/\\s]+$"},"maxItems":100},"trust_proxy":{"description":"Which proxies in front of the gateway are trusted to give the client's scheme and address in X-Forwarded-Proto and X-Forwarded-For (INTERLOCK_TRUST_PROXY, comma-separated), with Express's `trust proxy` semantics: true trusts every hop, a number that many hops, a list names trusted addresses or subnets (CIDR) or loopback, linklocal, uniquelocal. Set it when a TLS-terminating proxy serves the console, so its cookies are Secure (issue 24, item 3). Applies to every route but POST /mcp. Default false: X-Forwarded-* is ignored.","anyOf":[{"type":"boolean"},{"type":"integer","minimum":0,"maximum":100},{"type":"array","items":{"type":"string","minLength":1,"maxLength":100},"minItems":1,"maxItems":100}]},"console":{"description":"The web approval console at /console (issue 24, item 3). Sessions are kept in the control database, so sign-out, operator-token revocation and the timeouts hold on every replica.","type":"object","properties":{"session_idle_timeout_seconds":{"description":"A console session ends after this long without a request (INTERLOCK_CONSOLE_SESSION_IDLE_TIMEOUT_SECONDS). Default 1800 (30 minutes).","type":"integer","minimum":60,"maximum":86400},"session_absolute_timeout_seconds":{"description":"A console session ends this long after sign-in, however active (INTERLOCK_CONSOLE_SESSION_ABSOLUTE_TIMEOUT_SECONDS). Default 28800 (8 hours).","type":"integer","minimum":300,"maximum":604800}},"additionalProperties":false},"rate_limits":{"description":"Calls allowed per window, shared by every replica through the control database. per_identity counts every call of one identity across all sources (INTERLOCK_RATE_LIMIT_IDENTITY_POINTS, INTERLOCK_RATE_LIMIT_IDENTITY_WINDOW_SECONDS; default 120 per 60 s); per_source counts every call to one source across all identities (INTERLOCK_RATE_LIMIT_SOURCE_POINTS, INTERLOCK_RATE_LIMIT_SOURCE_WINDOW_SECONDS; default 600 per 60 s).","type":"object","properties":{"per_identity":{"$ref":"#/$defs/rateLimit"},"per_source":{"$ref":"#/$defs/rateLimit"}},"additionalProperties":false},"approvals":{"type":"object","properties":{"ttl_seconds":{"description":"How long a queued write waits for an operator before it expires (INTERLOCK_APPROVAL_TTL_SECONDS). Default 86400 (one day).","type":"integer","minimum":60,"maximum":2592000},"max_pending_per_identity":{"description":"Most writes one identity may have waiting for approval at once; the next is refused approval_queue_full and not queued (INTERLOCK_APPROVAL_MAX_PENDING_PER_IDENTITY). Default 20.","type":"integer","minimum":1,"maximum":100000},"max_pending_per_source":{"description":"Most writes waiting for approval on one source at once, all identities together (INTERLOCK_APPROVAL_MAX_PENDING_PER_SOURCE). Default 100.","type":"integer","minimum":1,"maximum":1000000},"sweep_interval_ms":{"description":"How often each gateway expires overdue pending approvals, in milliseconds (INTERLOCK_APPROVAL_SWEEP_INTERVAL_MS). Default 10000.","type":"integer","minimum":100,"maximum":3600000},"sweep_batch":{"description":"Most approvals one sweep expires; the rest wait for the next tick (INTERLOCK_APPROVAL_SWEEP_BATCH). Default 500.","type":"integer","minimum":1,"maximum":10000}},"additionalProperties":false},"audit":{"description":"The audit trail (issue 11).","type":"object","properties":{"commit_timeout_ms":{"description":"How long a tools/call waits for its audit event to commit before it is answered unavailable/audit_unavailable with no result (INTERLOCK_AUDIT_COMMIT_TIMEOUT_MS). Default 2000.","type":"integer","minimum":100,"maximum":60000},"retention_min_days":{"description":"Retention floor of `interlock audit archive`: without --force it never archives a month that ends less than this many days ago (nor the open month, whatever this is). 0: only the open month is kept (INTERLOCK_AUDIT_RETENTION_MIN_DAYS). Default 0.","type":"integer","minimum":0,"maximum":36500},"key":{"description":"Secret key the gateway tags its audit batches with (HMAC-SHA-256, chain format 5), at least 32 bytes (INTERLOCK_AUDIT_KEY; prefer the variable or a secret store to a file; never store it in the control database). With it, a holder of only the runtime role's database credential can no longer write batches `interlock audit verify` accepts; verify needs it (or one of previous_keys) to authenticate them. Default: none (format 3, unkeyed), except the embedded database, which generates one into its data dir (audit-key, mode 0600).","type":"string","minLength":32,"maxLength":1024},"previous_keys":{"description":"Earlier audit keys, which verify batches they tagged but tag nothing new (key rotation; INTERLOCK_AUDIT_PREVIOUS_KEYS, comma-separated). Each at least 32 bytes. Default none.","type":"array","items":{"type":"string","minLength":32,"maxLength":1024},"maxItems":16,"uniqueItems":true}},"additionalProperties":false},"notifications":{"description":"Where InterLock tells people about approvals. Each webhook receives a signed JSON POST for the events it names.","type":"object","properties":{"webhooks":{"type":"array","maxItems":20,"items":{"type":"object","properties":{"url":{"description":"Where to POST (http or https).","type":"string","pattern":"^https?://[^\\s]+$"},"events":{"description":"Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.","type":"array","minItems":1,"uniqueItems":true,"items":{"type":"string","enum":["approval.queued","approval.decided","approval.expired","approval.executed","approval.failed"]}},"secret_env":{"description":"Environment variable holding the signing secret, at least 32 bytes (UTF-8; a shorter one is refused when the configuration loads). Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).","type":"string","pattern":"^[A-Z_][A-Z0-9_]*$"}},"required":["url","events","secret_env"],"additionalProperties":false}},"coalesce_queued_at":{"description":"When this many approval.queued events of one identity arrive in one poll of the audit trail, each webhook gets one delivery listing them all (approval.count, approval.approval_ids) instead of one per write. Default 3.","type":"integer","minimum":2,"maximum":1000}},"additionalProperties":false},"admission":{"description":"Admission by capacity (issue 29; src/transport/capacity.ts): an adaptive limit on the governed tool calls a replica runs at once, lowered when calls slow down (gradient of short- against long-term latency), when the event loop lags or when the audit writer falls behind, with a short bounded queue. Beyond it a call is refused at once with rate_limited, retry_after_ms and Retry-After derived from the queue, before identity, SQL or audit work; such refusals are audited in aggregate per client address per minute, like keyless refusals. In memory per replica.","type":"object","properties":{"enabled":{"description":"Turn admission by capacity on or off (INTERLOCK_ADMISSION_ENABLED, true or false). Default true.","type":"boolean"},"initial_limit":{"description":"Starting limit, in calls in flight. Default 16: about 2 × CPU cores × 4 calls in flight per core on the 2-core reference machine (a point read spends 1–1.4 ms of gateway CPU in a 5–6 ms answer; peak goodput near 8 connections, bench/11-overload.ts); raise it with the cores.","type":"integer","minimum":1,"maximum":100000},"min_limit":{"description":"The limit never falls below this (INTERLOCK_ADMISSION_MIN_LIMIT). Default 4: one core's worth of calls in flight, so a starved replica still serves while it refuses the excess; the limit acts from 8–32 connections up on 2 cores.","type":"integer","minimum":1,"maximum":100000},"max_limit":{"description":"The limit never rises above this (INTERLOCK_ADMISSION_MAX_LIMIT). Default 512.","type":"integer","minimum":1,"maximum":100000},"queue_size":{"description":"Calls that may wait for a slot; beyond them a call is refused at once (INTERLOCK_ADMISSION_QUEUE_SIZE). Default 32.","type":"integer","minimum":0,"maximum":100000},"queue_timeout_ms":{"description":"Longest wait of a queued call in milliseconds; then it is refused. Default 250.","type":"integer","minimum":1,"maximum":60000},"tolerance":{"description":"How many times the long-term latency (controller min_rtt: minRTT) the short-term one may reach before the limit falls. Default 2.","type":"number","minimum":1,"maximum":10},"controller":{"description":"How the limit follows latency (INTERLOCK_ADMISSION_CONTROLLER). \"long_average\" (default): the gradient of the short-term latency against a slow long-term average (10 s time constant). \"min_rtt\": Envoy's gradient controller: the replica's latency at low concurrency (minRTT) is measured in a window every min_rtt_interval_ms (plus up to 10 % jitter) with the limit held at min_limit, and every 100 ms the limit becomes limit × gradient + √(limit × gradient), gradient = clamp(tolerance × minRTT ÷ sampled latency, 0.5, 2), the sampled latency being the latency_percentile of the calls finished in those 100 ms; a limit at min_limit for 5 updates in a row measures minRTT again at once.","type":"string","enum":["long_average","min_rtt"]},"min_rtt_interval_ms":{"description":"controller min_rtt: milliseconds between the end of one minRTT window and the start of the next (plus up to 10 % jitter). Default 10000.","type":"integer","minimum":100,"maximum":3600000},"min_rtt_samples":{"description":"controller min_rtt: calls admitted and finished inside a minRTT window (at most min_limit in flight) that make its measurement; a window also ends 1 s after its first such call with what it has. Default 25.","type":"integer","minimum":1,"maximum":10000},"sample_source_time":{"description":"Count a call's time in source reads (pool checkout and statements) in its latency sample (INTERLOCK_ADMISSION_SAMPLE_SOURCE_TIME, true or false). Default false: left out, so one identity's slow statements cannot lower the limit for every caller; but then queueing for the source pool is invisible to the limit (bench/RESULTS.md, h29p). An experiment switch.","type":"boolean"},"sample_pool_wait":{"description":"Count a call's wait for a connection of a source's shared reader pool in its latency sample, the rest of its source time left out (INTERLOCK_ADMISSION_SAMPLE_POOL_WAIT, true or false). The wait starts once the call's identity has its own slot (max_concurrent_per_identity), so an identity flooding its own share, or sending slow statements, cannot lower the limit for every caller; a queue for the shared pool, which every identity's calls stand in, lowers it. Ignored when sample_source_time is true (all source time counts). Default false (bench/RESULTS.md, h29q).","type":"boolean"},"raise_on_slot_waiters":{"description":"Count calls waiting for their identity's own source slots (max_concurrent_per_identity) as in flight when deciding whether the limit is used enough to be raised (INTERLOCK_ADMISSION_RAISE_ON_SLOT_WAITERS, true or false). Default true. false: the limit is raised only while at least half of it are working calls, the calls in flight less the share of them waiting for their own slots (by Little's law the mean own-slot wait ÷ the mean latency of recent calls), so one identity sending more than its slots take does not have the limit raised to hold its queue (bench 11, one identity on 512 connections: ~60–110 calls admitted instead of ~185, no call refused late with concurrency_limited), at the price of fewer calls in flight where more would serve more (goodput at 1×–4× not shown to hold; bench/RESULTS.md, h29f). The wait stays out of the latency sample either way.","type":"boolean"},"identity_limit":{"description":"Give each identity a limit of its own inside the replica's (INTERLOCK_ADMISSION_IDENTITY_LIMIT, true or false), in calls of the gateway, set by the identity's queue for its own source slots (max_concurrent_per_identity), which the replica's limit leaves out. An identity gets one when a call of it waited for its own slots longer than its allowance (below) or was refused for lack of a source slot. At most every 100 ms (or once per latency of its calls), over its calls admitted since the last change: when their mean own-slot wait passes the allowance, max(identity_slot_wait_ms, identity_wait_ratio × their mean statement time), the share of its calls in flight queued beyond it (excess wait ÷ latency, Little's law) is taken off its limit (at most half); otherwise, while it uses at least half its limit, the limit grows by its square root, and it is removed once it reaches the replica's limit. A call refused for lack of a source slot lowers it to 0.9 × its calls in flight. Its excess calls are refused at once with rate_limited and Retry-After, like those beyond the replica's limit; other identities and the replica's limit are untouched. At most 10,000 identities are limited at once (the oldest entry goes first). Default false (bench/RESULTS.md, h29i, h29n).","type":"boolean"},"identity_slot_wait_ms":{"description":"identity_limit: the least mean wait for an identity's own source slots, in milliseconds, that its limit allows, whatever its statements' time. Default 1.","type":"number","minimum":0,"maximum":60000},"identity_wait_ratio":{"description":"identity_limit: the mean wait for an identity's own source slots that its limit allows, as a multiple of its statements' mean time (by Little's law about this many calls waiting per busy slot: enough to keep its slots busy through the gateway's own stalls). Default 2 (bench/RESULTS.md, h29n).","type":"number","minimum":0,"maximum":100},"latency_percentile":{"description":"controller min_rtt: the percentile (nearest rank) of call latencies taken both for minRTT and for each 100 ms sample. Default 90.","type":"number","exclusiveMinimum":0,"maximum":100},"max_event_loop_delay_ms":{"description":"Event-loop delay (p99 over the last second) past which the limit is lowered, by 10 % at most every 100 ms. Default 100.","type":"integer","minimum":1,"maximum":60000},"max_audit_queue":{"description":"Audit events pending in the writer (queued or in a batch being committed) past which the limit is lowered, by 10 % at most every 100 ms. Each admitted call holds its slot until its event commits, so this only acts when it is below max_limit. Default 64.","type":"integer","minimum":1,"maximum":1000000},"front_door":{"description":"On plain HTTP (not with listen.tls), while admission is refusing calls, new connections are read by a front door in front of node:http's parser, which answers a 2026-07-28 tools/call it refuses at capacity from the connection's bytes (the same answer) and hands every other request, with its connection, to node:http; node:http's refusals at capacity then close their connection so the client's next one starts at the front door (issue 29: a refusal's cost; INTERLOCK_ADMISSION_FRONT_DOOR, true or false). Default true.","type":"boolean"},"pause_refused_connections":{"description":"After a refusal at capacity on POST /mcp, read nothing more from that connection until its Retry-After (the connection stays open). A client that waits as told loses nothing; one that retries at once on the same connection cannot spend the replica's CPU on refusals and starve the calls it admitted (INTERLOCK_ADMISSION_PAUSE_REFUSED_CONNECTIONS, true or false). Turn it off behind a proxy that carries several callers on one connection. Default true.","type":"boolean"}},"additionalProperties":false},"cache":{"description":"Result cache of eligible reads.","type":"object","properties":{"ttl_ms":{"description":"Time to live of a cached result in milliseconds, 0 disables the cache (INTERLOCK_CACHE_TTL_MS). Default 30000.","type":"integer","minimum":0,"maximum":86400000},"max_bytes":{"description":"Byte budget of the cache (INTERLOCK_CACHE_MAX_BYTES). Default 67108864 (64 MiB).","type":"integer","minimum":0,"maximum":17179869184}},"additionalProperties":false},"ops_listen":{"description":"Optional separate listen address of the operations endpoints GET /healthz, /readyz and /metrics (INTERLOCK_OPS_HOST, INTERLOCK_OPS_PORT), e.g. for a Prometheus scraper on an internal interface. When set, those three endpoints are served only there (behind the same Host/Origin guard, with the loopback names plus allowed_hosts, or any host on a non-loopback bind without allowed_hosts) and no longer on listen. Default: unset (served on listen).","type":"object","properties":{"host":{"description":"Interface address of the operations listener (INTERLOCK_OPS_HOST). Default 127.0.0.1.","type":"string","minLength":1,"maxLength":255},"port":{"description":"TCP port of the operations listener, 0 = any free port (INTERLOCK_OPS_PORT).","type":"integer","minimum":0,"maximum":65535}},"required":["port"],"additionalProperties":false},"client_limits":{"description":"Limits per client address and per identity, kept in memory on each replica (so N replicas allow up to N times the figure). The client address is the TCP peer address (an IPv6 address counts by its /64 prefix); behind a reverse proxy every client shares the proxy's address.","type":"object","properties":{"keyless":{"$ref":"#/$defs/rateLimit","description":"Requests without a valid agent key (no Authorization Bearer, or a key that does not resolve) allowed per client address per window, counted before any other work (INTERLOCK_KEYLESS_POINTS, INTERLOCK_KEYLESS_WINDOW_SECONDS). Over it: 429 with Retry-After. Default 600 per 60 s."},"streams_per_address":{"description":"Open SSE streams and in-flight tool calls (GET /mcp/sse streams, and tools/call on every route, each of which may answer as a request-scoped stream) per client address (INTERLOCK_STREAMS_PER_ADDRESS). Over it: 429 rate_limited with Retry-After. Default 128.","type":"integer","minimum":1,"maximum":100000},"streams_per_identity":{"description":"Open SSE streams and in-flight tool calls per identity, across addresses (INTERLOCK_STREAMS_PER_IDENTITY). Over it: 429 rate_limited with Retry-After. Default 64. A tool call keeps its slot until its answer has been flushed to the client or its connection closed, so this also bounds the answers an identity can leave unread in memory.","type":"integer","minimum":1,"maximum":100000},"answer_write_timeout_ms":{"description":"How long a tool call's answer may wait unread by its client, in milliseconds (INTERLOCK_ANSWER_WRITE_TIMEOUT_MS): an answer not flushed to the client by then has its connection closed (the call stays audited), which frees the answer's memory and its stream slot. 0 disables the deadline. Default 30000.","type":"integer","minimum":0,"maximum":3600000},"body_reads_per_address":{"description":"Request bodies being received at once per client address, on every route, checked before the body is read (INTERLOCK_BODY_READS_PER_ADDRESS). Over it: 429 rate_limited with Retry-After, and the connection is closed. Default 64.","type":"integer","minimum":1,"maximum":100000},"body_bytes_in_flight":{"description":"Bytes of request bodies over 64 KiB being received at once on a replica, all client addresses together (one address at most an eighth), each body counted at its Content-Length (the body limit, 1 MiB, when undeclared or compressed) before it is read; smaller bodies count only against body_reads_per_address (INTERLOCK_BODY_BYTES_IN_FLIGHT). Over it: 429 rate_limited with Retry-After, and the connection is closed; one body is always admitted when none is being read. Default 134217728 (128 MiB).","type":"integer","minimum":1048576,"maximum":68719476736}},"additionalProperties":false},"auth":{"description":"InterLock as an OAuth 2.1 resource server (issue 26): JWT access tokens from the organisation's identity providers are accepted beside API keys. docs/operators.md \"Identity providers\".","type":"object","properties":{"resource":{"description":"The gateway's canonical resource URL (RFC 8707; RFC 9728 `resource`), e.g. https://gateway.example.com/mcp: the default expected audience of every issuer and the `resource` of /.well-known/oauth-protected-resource. Required when issuers are configured.","type":"string","pattern":"^https?://","maxLength":2048},"scopes_supported":{"description":"Scopes advertised in the protected resource metadata (scopes_supported). Default: none advertised.","type":"array","items":{"type":"string","minLength":1,"maxLength":256},"maxItems":64,"uniqueItems":true},"handshake_challenge":{"description":"Handshake dialect (2025-*): answer a tools/call refused as unauthorized with HTTP 401 and the WWW-Authenticate challenge (so OAuth-capable clients start their flow) instead of the contract's default tool-result refusal. Default false.","type":"boolean"},"issuers":{"description":"Trusted issuers of JWT access tokens. A token whose unverified `iss` names none of them is refused before any network or database work.","type":"array","maxItems":32,"items":{"$ref":"#/$defs/tokenIssuer"}}},"additionalProperties":false},"log_level":{"description":"Operational log level (INTERLOCK_LOG_LEVEL). Default info.","type":"string","enum":["fatal","error","warn","info","debug","trace","silent"]},"key_pepper":{"description":"Secret HMAC key for API-key hashes, at least 32 characters (INTERLOCK_KEY_PEPPER; prefer the variable or a secret store to a file). Default: generated once and kept in the control database. Changing it invalidates every key, so the gateway refuses to start with a pepper that differs from the one on record.","type":"string","minLength":32,"maxLength":1024}},"additionalProperties":false,"$defs":{"tokenIssuer":{"title":"TokenIssuer","description":"One trusted OAuth 2.1 / OpenID Connect issuer (issue 26 item 1) and how its tokens map to identities (item 2).","type":"object","properties":{"issuer":{"description":"The issuer identifier, compared exactly with the token's `iss` (and with the discovery document's `issuer`).","type":"string","pattern":"^https?://","maxLength":2048},"jwks_uri":{"description":"The issuer's JWKS URL. Absent: discovered from <issuer>/.well-known/openid-configuration.","type":"string","pattern":"^https?://","maxLength":2048},"audience":{"description":"Expected `aud` (one of the token's audiences must equal it). Default: auth.resource.","type":"string","minLength":1,"maxLength":2048},"algorithms":{"description":"Allowed JWS algorithms, asymmetric only (`none` and HMAC are never accepted). Default [RS256, ES256].","type":"array","minItems":1,"uniqueItems":true,"items":{"type":"string","enum":["RS256","RS384","RS512","PS256","PS384","PS512","ES256","ES384","ES512","EdDSA"]}},"required_scopes":{"description":"Scopes the token's `scope` (or `scp`) claim must all carry; a token missing one is refused 403 insufficient_scope. Default none.","type":"array","items":{"type":"string","minLength":1,"maxLength":256},"maxItems":64,"uniqueItems":true},"jwks_cooldown_seconds":{"description":"Least interval between two fetches of the issuer's JWKS, in seconds: a token with an unknown `kid` (a rotated key) refetches at most this often. Default 30.","type":"integer","minimum":1,"maximum":3600},"clock_skew_seconds":{"description":"Tolerance for exp, nbf and iat, in seconds. Default 60.","type":"integer","minimum":0,"maximum":600},"identity_claim":{"description":"The claim that names the identity (e.g. sub, email, preferred_username); lower-cased, it must be a valid identity name. Default sub.","type":"string","minLength":1,"maxLength":128},"unknown_subjects":{"description":"A subject with no identity yet: refuse (invalid_token) or provision an identity named by identity_claim. Default refuse.","type":"string","enum":["refuse","provision"]},"role_grants":{"description":"Claim values that grant source roles: every rule whose claim carries the value (equal, or an element of an array claim) grants role on source to the token's identity; such grants follow the claims on each sign-in.","type":"array","maxItems":256,"items":{"$ref":"#/$defs/claimRoleGrant"}},"attribute_claims":{"description":"Claims copied into the identity's attributes for policies and row rules. Default [email, groups, roles].","type":"array","items":{"type":"string","minLength":1,"maxLength":128},"maxItems":32,"uniqueItems":true}},"required":["issuer"],"additionalProperties":false},"claimRoleGrant":{"title":"ClaimRoleGrant","description":"A claim value that grants a source role on a source.","type":"object","properties":{"claim":{"description":"Claim name, e.g. groups.","type":"string","minLength":1,"maxLength":128},"value":{"description":"Claim value that grants the role.","type":"string","minLength":1,"maxLength":256},"role":{"description":"Source role name.","type":"string","minLength":1,"maxLength":128},"source":{"description":"Source id.","type":"string","minLength":1,"maxLength":128}},"required":["claim","value","role","source"],"additionalProperties":false},"rateLimit":{"title":"RateLimit","description":"A number of calls per window. Either field may be given alone: the other keeps its default (or the value a lower layer set: defaults, then the file, then the environment, then the command line).","type":"object","properties":{"points":{"description":"Calls allowed per window.","type":"integer","minimum":1,"maximum":1000000},"window_seconds":{"description":"Window length in seconds.","type":"integer","minimum":1,"maximum":86400}},"additionalProperties":false}}};
 const schema73 = {"title":"RateLimit","description":"A number of calls per window. Either field may be given alone: the other keeps its default (or the value a lower layer set: defaults, then the file, then the environment, then the command line).","type":"object","properties":{"points":{"description":"Calls allowed per window.","type":"integer","minimum":1,"maximum":1000000},"window_seconds":{"description":"Window length in seconds.","type":"integer","minimum":1,"maximum":86400}},"additionalProperties":false};
 const pattern19 = new RegExp("^postgres(ql)?://", "u");
 const pattern21 = new RegExp("^https?://[^/\\s]+$", "u");
@@ -11882,7 +11882,7 @@ if(data.audit !== undefined){
 let data36 = data.audit;
 if(data36 && typeof data36 == "object" && !Array.isArray(data36)){
 for(const key9 in data36){
-if(!((key9 === "commit_timeout_ms") || (key9 === "retention_min_days"))){
+if(!((((key9 === "commit_timeout_ms") || (key9 === "retention_min_days")) || (key9 === "key")) || (key9 === "previous_keys"))){
 const err100 = {instancePath:instancePath+"/audit",schemaPath:"#/properties/audit/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key9},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err100];
@@ -11963,9 +11963,11 @@ errors++;
 }
 }
 }
-}
-else {
-const err107 = {instancePath:instancePath+"/audit",schemaPath:"#/properties/audit/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(data36.key !== undefined){
+let data39 = data36.key;
+if(typeof data39 === "string"){
+if(func1(data39) > 1024){
+const err107 = {instancePath:instancePath+"/audit/key",schemaPath:"#/properties/audit/properties/key/maxLength",keyword:"maxLength",params:{limit: 1024},message:"must NOT have more than 1024 characters"};
 if(vErrors === null){
 vErrors = [err107];
 }
@@ -11974,13 +11976,8 @@ vErrors.push(err107);
 }
 errors++;
 }
-}
-if(data.notifications !== undefined){
-let data39 = data.notifications;
-if(data39 && typeof data39 == "object" && !Array.isArray(data39)){
-for(const key10 in data39){
-if(!((key10 === "webhooks") || (key10 === "coalesce_queued_at"))){
-const err108 = {instancePath:instancePath+"/notifications",schemaPath:"#/properties/notifications/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key10},message:"must NOT have additional properties"};
+if(func1(data39) < 32){
+const err108 = {instancePath:instancePath+"/audit/key",schemaPath:"#/properties/audit/properties/key/minLength",keyword:"minLength",params:{limit: 32},message:"must NOT have fewer than 32 characters"};
 if(vErrors === null){
 vErrors = [err108];
 }
@@ -11990,11 +11987,8 @@ vErrors.push(err108);
 errors++;
 }
 }
-if(data39.webhooks !== undefined){
-let data40 = data39.webhooks;
-if(Array.isArray(data40)){
-if(data40.length > 20){
-const err109 = {instancePath:instancePath+"/notifications/webhooks",schemaPath:"#/properties/notifications/properties/webhooks/maxItems",keyword:"maxItems",params:{limit: 20},message:"must NOT have more than 20 items"};
+else {
+const err109 = {instancePath:instancePath+"/audit/key",schemaPath:"#/properties/audit/properties/key/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err109];
 }
@@ -12003,12 +11997,12 @@ vErrors.push(err109);
 }
 errors++;
 }
-const len3 = data40.length;
-for(let i3=0; i3<len3; i3++){
-let data41 = data40[i3];
-if(data41 && typeof data41 == "object" && !Array.isArray(data41)){
-if(data41.url === undefined){
-const err110 = {instancePath:instancePath+"/notifications/webhooks/" + i3,schemaPath:"#/properties/notifications/properties/webhooks/items/required",keyword:"required",params:{missingProperty: "url"},message:"must have required property '"+"url"+"'"};
+}
+if(data36.previous_keys !== undefined){
+let data40 = data36.previous_keys;
+if(Array.isArray(data40)){
+if(data40.length > 16){
+const err110 = {instancePath:instancePath+"/audit/previous_keys",schemaPath:"#/properties/audit/properties/previous_keys/maxItems",keyword:"maxItems",params:{limit: 16},message:"must NOT have more than 16 items"};
 if(vErrors === null){
 vErrors = [err110];
 }
@@ -12017,8 +12011,12 @@ vErrors.push(err110);
 }
 errors++;
 }
-if(data41.events === undefined){
-const err111 = {instancePath:instancePath+"/notifications/webhooks/" + i3,schemaPath:"#/properties/notifications/properties/webhooks/items/required",keyword:"required",params:{missingProperty: "events"},message:"must have required property '"+"events"+"'"};
+const len3 = data40.length;
+for(let i3=0; i3<len3; i3++){
+let data41 = data40[i3];
+if(typeof data41 === "string"){
+if(func1(data41) > 1024){
+const err111 = {instancePath:instancePath+"/audit/previous_keys/" + i3,schemaPath:"#/properties/audit/properties/previous_keys/items/maxLength",keyword:"maxLength",params:{limit: 1024},message:"must NOT have more than 1024 characters"};
 if(vErrors === null){
 vErrors = [err111];
 }
@@ -12027,8 +12025,8 @@ vErrors.push(err111);
 }
 errors++;
 }
-if(data41.secret_env === undefined){
-const err112 = {instancePath:instancePath+"/notifications/webhooks/" + i3,schemaPath:"#/properties/notifications/properties/webhooks/items/required",keyword:"required",params:{missingProperty: "secret_env"},message:"must have required property '"+"secret_env"+"'"};
+if(func1(data41) < 32){
+const err112 = {instancePath:instancePath+"/audit/previous_keys/" + i3,schemaPath:"#/properties/audit/properties/previous_keys/items/minLength",keyword:"minLength",params:{limit: 32},message:"must NOT have fewer than 32 characters"};
 if(vErrors === null){
 vErrors = [err112];
 }
@@ -12037,9 +12035,9 @@ vErrors.push(err112);
 }
 errors++;
 }
-for(const key11 in data41){
-if(!(((key11 === "url") || (key11 === "events")) || (key11 === "secret_env"))){
-const err113 = {instancePath:instancePath+"/notifications/webhooks/" + i3,schemaPath:"#/properties/notifications/properties/webhooks/items/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key11},message:"must NOT have additional properties"};
+}
+else {
+const err113 = {instancePath:instancePath+"/audit/previous_keys/" + i3,schemaPath:"#/properties/audit/properties/previous_keys/items/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err113];
 }
@@ -12049,11 +12047,18 @@ vErrors.push(err113);
 errors++;
 }
 }
-if(data41.url !== undefined){
-let data42 = data41.url;
-if(typeof data42 === "string"){
-if(!pattern22.test(data42)){
-const err114 = {instancePath:instancePath+"/notifications/webhooks/" + i3+"/url",schemaPath:"#/properties/notifications/properties/webhooks/items/properties/url/pattern",keyword:"pattern",params:{pattern: "^https?://[^\\s]+$"},message:"must match pattern \""+"^https?://[^\\s]+$"+"\""};
+let i4 = data40.length;
+let j0;
+if(i4 > 1){
+const indices0 = {};
+for(;i4--;){
+let item0 = data40[i4];
+if(typeof item0 !== "string"){
+continue;
+}
+if(typeof indices0[item0] == "number"){
+j0 = indices0[item0];
+const err114 = {instancePath:instancePath+"/audit/previous_keys",schemaPath:"#/properties/audit/properties/previous_keys/uniqueItems",keyword:"uniqueItems",params:{i: i4, j: j0},message:"must NOT have duplicate items (items ## "+j0+" and "+i4+" are identical)"};
 if(vErrors === null){
 vErrors = [err114];
 }
@@ -12061,10 +12066,14 @@ else {
 vErrors.push(err114);
 }
 errors++;
+break;
+}
+indices0[item0] = i4;
+}
 }
 }
 else {
-const err115 = {instancePath:instancePath+"/notifications/webhooks/" + i3+"/url",schemaPath:"#/properties/notifications/properties/webhooks/items/properties/url/type",keyword:"type",params:{type: "string"},message:"must be string"};
+const err115 = {instancePath:instancePath+"/audit/previous_keys",schemaPath:"#/properties/audit/properties/previous_keys/type",keyword:"type",params:{type: "array"},message:"must be array"};
 if(vErrors === null){
 vErrors = [err115];
 }
@@ -12074,11 +12083,9 @@ vErrors.push(err115);
 errors++;
 }
 }
-if(data41.events !== undefined){
-let data43 = data41.events;
-if(Array.isArray(data43)){
-if(data43.length < 1){
-const err116 = {instancePath:instancePath+"/notifications/webhooks/" + i3+"/events",schemaPath:"#/properties/notifications/properties/webhooks/items/properties/events/minItems",keyword:"minItems",params:{limit: 1},message:"must NOT have fewer than 1 items"};
+}
+else {
+const err116 = {instancePath:instancePath+"/audit",schemaPath:"#/properties/audit/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err116];
 }
@@ -12087,11 +12094,13 @@ vErrors.push(err116);
 }
 errors++;
 }
-const len4 = data43.length;
-for(let i4=0; i4<len4; i4++){
-let data44 = data43[i4];
-if(typeof data44 !== "string"){
-const err117 = {instancePath:instancePath+"/notifications/webhooks/" + i3+"/events/" + i4,schemaPath:"#/properties/notifications/properties/webhooks/items/properties/events/items/type",keyword:"type",params:{type: "string"},message:"must be string"};
+}
+if(data.notifications !== undefined){
+let data42 = data.notifications;
+if(data42 && typeof data42 == "object" && !Array.isArray(data42)){
+for(const key10 in data42){
+if(!((key10 === "webhooks") || (key10 === "coalesce_queued_at"))){
+const err117 = {instancePath:instancePath+"/notifications",schemaPath:"#/properties/notifications/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key10},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err117];
 }
@@ -12100,8 +12109,12 @@ vErrors.push(err117);
 }
 errors++;
 }
-if(!(((((data44 === "approval.queued") || (data44 === "approval.decided")) || (data44 === "approval.expired")) || (data44 === "approval.executed")) || (data44 === "approval.failed"))){
-const err118 = {instancePath:instancePath+"/notifications/webhooks/" + i3+"/events/" + i4,schemaPath:"#/properties/notifications/properties/webhooks/items/properties/events/items/enum",keyword:"enum",params:{allowedValues: schema72.properties.notifications.properties.webhooks.items.properties.events.items.enum},message:"must be equal to one of the allowed values"};
+}
+if(data42.webhooks !== undefined){
+let data43 = data42.webhooks;
+if(Array.isArray(data43)){
+if(data43.length > 20){
+const err118 = {instancePath:instancePath+"/notifications/webhooks",schemaPath:"#/properties/notifications/properties/webhooks/maxItems",keyword:"maxItems",params:{limit: 20},message:"must NOT have more than 20 items"};
 if(vErrors === null){
 vErrors = [err118];
 }
@@ -12110,19 +12123,12 @@ vErrors.push(err118);
 }
 errors++;
 }
-}
-let i5 = data43.length;
-let j0;
-if(i5 > 1){
-const indices0 = {};
-for(;i5--;){
-let item0 = data43[i5];
-if(typeof item0 !== "string"){
-continue;
-}
-if(typeof indices0[item0] == "number"){
-j0 = indices0[item0];
-const err119 = {instancePath:instancePath+"/notifications/webhooks/" + i3+"/events",schemaPath:"#/properties/notifications/properties/webhooks/items/properties/events/uniqueItems",keyword:"uniqueItems",params:{i: i5, j: j0},message:"must NOT have duplicate items (items ## "+j0+" and "+i5+" are identical)"};
+const len4 = data43.length;
+for(let i5=0; i5<len4; i5++){
+let data44 = data43[i5];
+if(data44 && typeof data44 == "object" && !Array.isArray(data44)){
+if(data44.url === undefined){
+const err119 = {instancePath:instancePath+"/notifications/webhooks/" + i5,schemaPath:"#/properties/notifications/properties/webhooks/items/required",keyword:"required",params:{missingProperty: "url"},message:"must have required property '"+"url"+"'"};
 if(vErrors === null){
 vErrors = [err119];
 }
@@ -12130,14 +12136,9 @@ else {
 vErrors.push(err119);
 }
 errors++;
-break;
 }
-indices0[item0] = i5;
-}
-}
-}
-else {
-const err120 = {instancePath:instancePath+"/notifications/webhooks/" + i3+"/events",schemaPath:"#/properties/notifications/properties/webhooks/items/properties/events/type",keyword:"type",params:{type: "array"},message:"must be array"};
+if(data44.events === undefined){
+const err120 = {instancePath:instancePath+"/notifications/webhooks/" + i5,schemaPath:"#/properties/notifications/properties/webhooks/items/required",keyword:"required",params:{missingProperty: "events"},message:"must have required property '"+"events"+"'"};
 if(vErrors === null){
 vErrors = [err120];
 }
@@ -12146,12 +12147,8 @@ vErrors.push(err120);
 }
 errors++;
 }
-}
-if(data41.secret_env !== undefined){
-let data45 = data41.secret_env;
-if(typeof data45 === "string"){
-if(!pattern23.test(data45)){
-const err121 = {instancePath:instancePath+"/notifications/webhooks/" + i3+"/secret_env",schemaPath:"#/properties/notifications/properties/webhooks/items/properties/secret_env/pattern",keyword:"pattern",params:{pattern: "^[A-Z_][A-Z0-9_]*$"},message:"must match pattern \""+"^[A-Z_][A-Z0-9_]*$"+"\""};
+if(data44.secret_env === undefined){
+const err121 = {instancePath:instancePath+"/notifications/webhooks/" + i5,schemaPath:"#/properties/notifications/properties/webhooks/items/required",keyword:"required",params:{missingProperty: "secret_env"},message:"must have required property '"+"secret_env"+"'"};
 if(vErrors === null){
 vErrors = [err121];
 }
@@ -12160,9 +12157,9 @@ vErrors.push(err121);
 }
 errors++;
 }
-}
-else {
-const err122 = {instancePath:instancePath+"/notifications/webhooks/" + i3+"/secret_env",schemaPath:"#/properties/notifications/properties/webhooks/items/properties/secret_env/type",keyword:"type",params:{type: "string"},message:"must be string"};
+for(const key11 in data44){
+if(!(((key11 === "url") || (key11 === "events")) || (key11 === "secret_env"))){
+const err122 = {instancePath:instancePath+"/notifications/webhooks/" + i5,schemaPath:"#/properties/notifications/properties/webhooks/items/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key11},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err122];
 }
@@ -12172,9 +12169,11 @@ vErrors.push(err122);
 errors++;
 }
 }
-}
-else {
-const err123 = {instancePath:instancePath+"/notifications/webhooks/" + i3,schemaPath:"#/properties/notifications/properties/webhooks/items/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(data44.url !== undefined){
+let data45 = data44.url;
+if(typeof data45 === "string"){
+if(!pattern22.test(data45)){
+const err123 = {instancePath:instancePath+"/notifications/webhooks/" + i5+"/url",schemaPath:"#/properties/notifications/properties/webhooks/items/properties/url/pattern",keyword:"pattern",params:{pattern: "^https?://[^\\s]+$"},message:"must match pattern \""+"^https?://[^\\s]+$"+"\""};
 if(vErrors === null){
 vErrors = [err123];
 }
@@ -12184,9 +12183,8 @@ vErrors.push(err123);
 errors++;
 }
 }
-}
 else {
-const err124 = {instancePath:instancePath+"/notifications/webhooks",schemaPath:"#/properties/notifications/properties/webhooks/type",keyword:"type",params:{type: "array"},message:"must be array"};
+const err124 = {instancePath:instancePath+"/notifications/webhooks/" + i5+"/url",schemaPath:"#/properties/notifications/properties/webhooks/items/properties/url/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err124];
 }
@@ -12196,10 +12194,11 @@ vErrors.push(err124);
 errors++;
 }
 }
-if(data39.coalesce_queued_at !== undefined){
-let data46 = data39.coalesce_queued_at;
-if(!(((typeof data46 == "number") && (!(data46 % 1) && !isNaN(data46))) && (isFinite(data46)))){
-const err125 = {instancePath:instancePath+"/notifications/coalesce_queued_at",schemaPath:"#/properties/notifications/properties/coalesce_queued_at/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if(data44.events !== undefined){
+let data46 = data44.events;
+if(Array.isArray(data46)){
+if(data46.length < 1){
+const err125 = {instancePath:instancePath+"/notifications/webhooks/" + i5+"/events",schemaPath:"#/properties/notifications/properties/webhooks/items/properties/events/minItems",keyword:"minItems",params:{limit: 1},message:"must NOT have fewer than 1 items"};
 if(vErrors === null){
 vErrors = [err125];
 }
@@ -12208,9 +12207,11 @@ vErrors.push(err125);
 }
 errors++;
 }
-if((typeof data46 == "number") && (isFinite(data46))){
-if(data46 > 1000 || isNaN(data46)){
-const err126 = {instancePath:instancePath+"/notifications/coalesce_queued_at",schemaPath:"#/properties/notifications/properties/coalesce_queued_at/maximum",keyword:"maximum",params:{comparison: "<=", limit: 1000},message:"must be <= 1000"};
+const len5 = data46.length;
+for(let i6=0; i6<len5; i6++){
+let data47 = data46[i6];
+if(typeof data47 !== "string"){
+const err126 = {instancePath:instancePath+"/notifications/webhooks/" + i5+"/events/" + i6,schemaPath:"#/properties/notifications/properties/webhooks/items/properties/events/items/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err126];
 }
@@ -12219,8 +12220,8 @@ vErrors.push(err126);
 }
 errors++;
 }
-if(data46 < 2 || isNaN(data46)){
-const err127 = {instancePath:instancePath+"/notifications/coalesce_queued_at",schemaPath:"#/properties/notifications/properties/coalesce_queued_at/minimum",keyword:"minimum",params:{comparison: ">=", limit: 2},message:"must be >= 2"};
+if(!(((((data47 === "approval.queued") || (data47 === "approval.decided")) || (data47 === "approval.expired")) || (data47 === "approval.executed")) || (data47 === "approval.failed"))){
+const err127 = {instancePath:instancePath+"/notifications/webhooks/" + i5+"/events/" + i6,schemaPath:"#/properties/notifications/properties/webhooks/items/properties/events/items/enum",keyword:"enum",params:{allowedValues: schema72.properties.notifications.properties.webhooks.items.properties.events.items.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err127];
 }
@@ -12230,10 +12231,18 @@ vErrors.push(err127);
 errors++;
 }
 }
+let i7 = data46.length;
+let j1;
+if(i7 > 1){
+const indices1 = {};
+for(;i7--;){
+let item1 = data46[i7];
+if(typeof item1 !== "string"){
+continue;
 }
-}
-else {
-const err128 = {instancePath:instancePath+"/notifications",schemaPath:"#/properties/notifications/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(typeof indices1[item1] == "number"){
+j1 = indices1[item1];
+const err128 = {instancePath:instancePath+"/notifications/webhooks/" + i5+"/events",schemaPath:"#/properties/notifications/properties/webhooks/items/properties/events/uniqueItems",keyword:"uniqueItems",params:{i: i7, j: j1},message:"must NOT have duplicate items (items ## "+j1+" and "+i7+" are identical)"};
 if(vErrors === null){
 vErrors = [err128];
 }
@@ -12241,14 +12250,14 @@ else {
 vErrors.push(err128);
 }
 errors++;
+break;
+}
+indices1[item1] = i7;
 }
 }
-if(data.admission !== undefined){
-let data47 = data.admission;
-if(data47 && typeof data47 == "object" && !Array.isArray(data47)){
-for(const key12 in data47){
-if(!(func10.call(schema72.properties.admission.properties, key12))){
-const err129 = {instancePath:instancePath+"/admission",schemaPath:"#/properties/admission/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key12},message:"must NOT have additional properties"};
+}
+else {
+const err129 = {instancePath:instancePath+"/notifications/webhooks/" + i5+"/events",schemaPath:"#/properties/notifications/properties/webhooks/items/properties/events/type",keyword:"type",params:{type: "array"},message:"must be array"};
 if(vErrors === null){
 vErrors = [err129];
 }
@@ -12258,9 +12267,11 @@ vErrors.push(err129);
 errors++;
 }
 }
-if(data47.enabled !== undefined){
-if(typeof data47.enabled !== "boolean"){
-const err130 = {instancePath:instancePath+"/admission/enabled",schemaPath:"#/properties/admission/properties/enabled/type",keyword:"type",params:{type: "boolean"},message:"must be boolean"};
+if(data44.secret_env !== undefined){
+let data48 = data44.secret_env;
+if(typeof data48 === "string"){
+if(!pattern23.test(data48)){
+const err130 = {instancePath:instancePath+"/notifications/webhooks/" + i5+"/secret_env",schemaPath:"#/properties/notifications/properties/webhooks/items/properties/secret_env/pattern",keyword:"pattern",params:{pattern: "^[A-Z_][A-Z0-9_]*$"},message:"must match pattern \""+"^[A-Z_][A-Z0-9_]*$"+"\""};
 if(vErrors === null){
 vErrors = [err130];
 }
@@ -12270,10 +12281,8 @@ vErrors.push(err130);
 errors++;
 }
 }
-if(data47.initial_limit !== undefined){
-let data49 = data47.initial_limit;
-if(!(((typeof data49 == "number") && (!(data49 % 1) && !isNaN(data49))) && (isFinite(data49)))){
-const err131 = {instancePath:instancePath+"/admission/initial_limit",schemaPath:"#/properties/admission/properties/initial_limit/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+else {
+const err131 = {instancePath:instancePath+"/notifications/webhooks/" + i5+"/secret_env",schemaPath:"#/properties/notifications/properties/webhooks/items/properties/secret_env/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err131];
 }
@@ -12282,9 +12291,10 @@ vErrors.push(err131);
 }
 errors++;
 }
-if((typeof data49 == "number") && (isFinite(data49))){
-if(data49 > 100000 || isNaN(data49)){
-const err132 = {instancePath:instancePath+"/admission/initial_limit",schemaPath:"#/properties/admission/properties/initial_limit/maximum",keyword:"maximum",params:{comparison: "<=", limit: 100000},message:"must be <= 100000"};
+}
+}
+else {
+const err132 = {instancePath:instancePath+"/notifications/webhooks/" + i5,schemaPath:"#/properties/notifications/properties/webhooks/items/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err132];
 }
@@ -12293,8 +12303,10 @@ vErrors.push(err132);
 }
 errors++;
 }
-if(data49 < 1 || isNaN(data49)){
-const err133 = {instancePath:instancePath+"/admission/initial_limit",schemaPath:"#/properties/admission/properties/initial_limit/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+}
+}
+else {
+const err133 = {instancePath:instancePath+"/notifications/webhooks",schemaPath:"#/properties/notifications/properties/webhooks/type",keyword:"type",params:{type: "array"},message:"must be array"};
 if(vErrors === null){
 vErrors = [err133];
 }
@@ -12304,11 +12316,10 @@ vErrors.push(err133);
 errors++;
 }
 }
-}
-if(data47.min_limit !== undefined){
-let data50 = data47.min_limit;
-if(!(((typeof data50 == "number") && (!(data50 % 1) && !isNaN(data50))) && (isFinite(data50)))){
-const err134 = {instancePath:instancePath+"/admission/min_limit",schemaPath:"#/properties/admission/properties/min_limit/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if(data42.coalesce_queued_at !== undefined){
+let data49 = data42.coalesce_queued_at;
+if(!(((typeof data49 == "number") && (!(data49 % 1) && !isNaN(data49))) && (isFinite(data49)))){
+const err134 = {instancePath:instancePath+"/notifications/coalesce_queued_at",schemaPath:"#/properties/notifications/properties/coalesce_queued_at/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err134];
 }
@@ -12317,9 +12328,9 @@ vErrors.push(err134);
 }
 errors++;
 }
-if((typeof data50 == "number") && (isFinite(data50))){
-if(data50 > 100000 || isNaN(data50)){
-const err135 = {instancePath:instancePath+"/admission/min_limit",schemaPath:"#/properties/admission/properties/min_limit/maximum",keyword:"maximum",params:{comparison: "<=", limit: 100000},message:"must be <= 100000"};
+if((typeof data49 == "number") && (isFinite(data49))){
+if(data49 > 1000 || isNaN(data49)){
+const err135 = {instancePath:instancePath+"/notifications/coalesce_queued_at",schemaPath:"#/properties/notifications/properties/coalesce_queued_at/maximum",keyword:"maximum",params:{comparison: "<=", limit: 1000},message:"must be <= 1000"};
 if(vErrors === null){
 vErrors = [err135];
 }
@@ -12328,8 +12339,8 @@ vErrors.push(err135);
 }
 errors++;
 }
-if(data50 < 1 || isNaN(data50)){
-const err136 = {instancePath:instancePath+"/admission/min_limit",schemaPath:"#/properties/admission/properties/min_limit/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+if(data49 < 2 || isNaN(data49)){
+const err136 = {instancePath:instancePath+"/notifications/coalesce_queued_at",schemaPath:"#/properties/notifications/properties/coalesce_queued_at/minimum",keyword:"minimum",params:{comparison: ">=", limit: 2},message:"must be >= 2"};
 if(vErrors === null){
 vErrors = [err136];
 }
@@ -12340,10 +12351,9 @@ errors++;
 }
 }
 }
-if(data47.max_limit !== undefined){
-let data51 = data47.max_limit;
-if(!(((typeof data51 == "number") && (!(data51 % 1) && !isNaN(data51))) && (isFinite(data51)))){
-const err137 = {instancePath:instancePath+"/admission/max_limit",schemaPath:"#/properties/admission/properties/max_limit/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+}
+else {
+const err137 = {instancePath:instancePath+"/notifications",schemaPath:"#/properties/notifications/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err137];
 }
@@ -12352,9 +12362,13 @@ vErrors.push(err137);
 }
 errors++;
 }
-if((typeof data51 == "number") && (isFinite(data51))){
-if(data51 > 100000 || isNaN(data51)){
-const err138 = {instancePath:instancePath+"/admission/max_limit",schemaPath:"#/properties/admission/properties/max_limit/maximum",keyword:"maximum",params:{comparison: "<=", limit: 100000},message:"must be <= 100000"};
+}
+if(data.admission !== undefined){
+let data50 = data.admission;
+if(data50 && typeof data50 == "object" && !Array.isArray(data50)){
+for(const key12 in data50){
+if(!(func10.call(schema72.properties.admission.properties, key12))){
+const err138 = {instancePath:instancePath+"/admission",schemaPath:"#/properties/admission/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key12},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err138];
 }
@@ -12363,8 +12377,10 @@ vErrors.push(err138);
 }
 errors++;
 }
-if(data51 < 1 || isNaN(data51)){
-const err139 = {instancePath:instancePath+"/admission/max_limit",schemaPath:"#/properties/admission/properties/max_limit/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+}
+if(data50.enabled !== undefined){
+if(typeof data50.enabled !== "boolean"){
+const err139 = {instancePath:instancePath+"/admission/enabled",schemaPath:"#/properties/admission/properties/enabled/type",keyword:"type",params:{type: "boolean"},message:"must be boolean"};
 if(vErrors === null){
 vErrors = [err139];
 }
@@ -12374,11 +12390,10 @@ vErrors.push(err139);
 errors++;
 }
 }
-}
-if(data47.queue_size !== undefined){
-let data52 = data47.queue_size;
+if(data50.initial_limit !== undefined){
+let data52 = data50.initial_limit;
 if(!(((typeof data52 == "number") && (!(data52 % 1) && !isNaN(data52))) && (isFinite(data52)))){
-const err140 = {instancePath:instancePath+"/admission/queue_size",schemaPath:"#/properties/admission/properties/queue_size/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+const err140 = {instancePath:instancePath+"/admission/initial_limit",schemaPath:"#/properties/admission/properties/initial_limit/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err140];
 }
@@ -12389,7 +12404,7 @@ errors++;
 }
 if((typeof data52 == "number") && (isFinite(data52))){
 if(data52 > 100000 || isNaN(data52)){
-const err141 = {instancePath:instancePath+"/admission/queue_size",schemaPath:"#/properties/admission/properties/queue_size/maximum",keyword:"maximum",params:{comparison: "<=", limit: 100000},message:"must be <= 100000"};
+const err141 = {instancePath:instancePath+"/admission/initial_limit",schemaPath:"#/properties/admission/properties/initial_limit/maximum",keyword:"maximum",params:{comparison: "<=", limit: 100000},message:"must be <= 100000"};
 if(vErrors === null){
 vErrors = [err141];
 }
@@ -12398,8 +12413,8 @@ vErrors.push(err141);
 }
 errors++;
 }
-if(data52 < 0 || isNaN(data52)){
-const err142 = {instancePath:instancePath+"/admission/queue_size",schemaPath:"#/properties/admission/properties/queue_size/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
+if(data52 < 1 || isNaN(data52)){
+const err142 = {instancePath:instancePath+"/admission/initial_limit",schemaPath:"#/properties/admission/properties/initial_limit/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
 if(vErrors === null){
 vErrors = [err142];
 }
@@ -12410,10 +12425,10 @@ errors++;
 }
 }
 }
-if(data47.queue_timeout_ms !== undefined){
-let data53 = data47.queue_timeout_ms;
+if(data50.min_limit !== undefined){
+let data53 = data50.min_limit;
 if(!(((typeof data53 == "number") && (!(data53 % 1) && !isNaN(data53))) && (isFinite(data53)))){
-const err143 = {instancePath:instancePath+"/admission/queue_timeout_ms",schemaPath:"#/properties/admission/properties/queue_timeout_ms/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+const err143 = {instancePath:instancePath+"/admission/min_limit",schemaPath:"#/properties/admission/properties/min_limit/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err143];
 }
@@ -12423,8 +12438,8 @@ vErrors.push(err143);
 errors++;
 }
 if((typeof data53 == "number") && (isFinite(data53))){
-if(data53 > 60000 || isNaN(data53)){
-const err144 = {instancePath:instancePath+"/admission/queue_timeout_ms",schemaPath:"#/properties/admission/properties/queue_timeout_ms/maximum",keyword:"maximum",params:{comparison: "<=", limit: 60000},message:"must be <= 60000"};
+if(data53 > 100000 || isNaN(data53)){
+const err144 = {instancePath:instancePath+"/admission/min_limit",schemaPath:"#/properties/admission/properties/min_limit/maximum",keyword:"maximum",params:{comparison: "<=", limit: 100000},message:"must be <= 100000"};
 if(vErrors === null){
 vErrors = [err144];
 }
@@ -12434,7 +12449,7 @@ vErrors.push(err144);
 errors++;
 }
 if(data53 < 1 || isNaN(data53)){
-const err145 = {instancePath:instancePath+"/admission/queue_timeout_ms",schemaPath:"#/properties/admission/properties/queue_timeout_ms/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+const err145 = {instancePath:instancePath+"/admission/min_limit",schemaPath:"#/properties/admission/properties/min_limit/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
 if(vErrors === null){
 vErrors = [err145];
 }
@@ -12445,11 +12460,10 @@ errors++;
 }
 }
 }
-if(data47.tolerance !== undefined){
-let data54 = data47.tolerance;
-if((typeof data54 == "number") && (isFinite(data54))){
-if(data54 > 10 || isNaN(data54)){
-const err146 = {instancePath:instancePath+"/admission/tolerance",schemaPath:"#/properties/admission/properties/tolerance/maximum",keyword:"maximum",params:{comparison: "<=", limit: 10},message:"must be <= 10"};
+if(data50.max_limit !== undefined){
+let data54 = data50.max_limit;
+if(!(((typeof data54 == "number") && (!(data54 % 1) && !isNaN(data54))) && (isFinite(data54)))){
+const err146 = {instancePath:instancePath+"/admission/max_limit",schemaPath:"#/properties/admission/properties/max_limit/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err146];
 }
@@ -12458,8 +12472,9 @@ vErrors.push(err146);
 }
 errors++;
 }
-if(data54 < 1 || isNaN(data54)){
-const err147 = {instancePath:instancePath+"/admission/tolerance",schemaPath:"#/properties/admission/properties/tolerance/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+if((typeof data54 == "number") && (isFinite(data54))){
+if(data54 > 100000 || isNaN(data54)){
+const err147 = {instancePath:instancePath+"/admission/max_limit",schemaPath:"#/properties/admission/properties/max_limit/maximum",keyword:"maximum",params:{comparison: "<=", limit: 100000},message:"must be <= 100000"};
 if(vErrors === null){
 vErrors = [err147];
 }
@@ -12468,9 +12483,8 @@ vErrors.push(err147);
 }
 errors++;
 }
-}
-else {
-const err148 = {instancePath:instancePath+"/admission/tolerance",schemaPath:"#/properties/admission/properties/tolerance/type",keyword:"type",params:{type: "number"},message:"must be number"};
+if(data54 < 1 || isNaN(data54)){
+const err148 = {instancePath:instancePath+"/admission/max_limit",schemaPath:"#/properties/admission/properties/max_limit/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
 if(vErrors === null){
 vErrors = [err148];
 }
@@ -12480,10 +12494,11 @@ vErrors.push(err148);
 errors++;
 }
 }
-if(data47.controller !== undefined){
-let data55 = data47.controller;
-if(typeof data55 !== "string"){
-const err149 = {instancePath:instancePath+"/admission/controller",schemaPath:"#/properties/admission/properties/controller/type",keyword:"type",params:{type: "string"},message:"must be string"};
+}
+if(data50.queue_size !== undefined){
+let data55 = data50.queue_size;
+if(!(((typeof data55 == "number") && (!(data55 % 1) && !isNaN(data55))) && (isFinite(data55)))){
+const err149 = {instancePath:instancePath+"/admission/queue_size",schemaPath:"#/properties/admission/properties/queue_size/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err149];
 }
@@ -12492,8 +12507,9 @@ vErrors.push(err149);
 }
 errors++;
 }
-if(!((data55 === "long_average") || (data55 === "min_rtt"))){
-const err150 = {instancePath:instancePath+"/admission/controller",schemaPath:"#/properties/admission/properties/controller/enum",keyword:"enum",params:{allowedValues: schema72.properties.admission.properties.controller.enum},message:"must be equal to one of the allowed values"};
+if((typeof data55 == "number") && (isFinite(data55))){
+if(data55 > 100000 || isNaN(data55)){
+const err150 = {instancePath:instancePath+"/admission/queue_size",schemaPath:"#/properties/admission/properties/queue_size/maximum",keyword:"maximum",params:{comparison: "<=", limit: 100000},message:"must be <= 100000"};
 if(vErrors === null){
 vErrors = [err150];
 }
@@ -12502,11 +12518,8 @@ vErrors.push(err150);
 }
 errors++;
 }
-}
-if(data47.min_rtt_interval_ms !== undefined){
-let data56 = data47.min_rtt_interval_ms;
-if(!(((typeof data56 == "number") && (!(data56 % 1) && !isNaN(data56))) && (isFinite(data56)))){
-const err151 = {instancePath:instancePath+"/admission/min_rtt_interval_ms",schemaPath:"#/properties/admission/properties/min_rtt_interval_ms/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if(data55 < 0 || isNaN(data55)){
+const err151 = {instancePath:instancePath+"/admission/queue_size",schemaPath:"#/properties/admission/properties/queue_size/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
 if(vErrors === null){
 vErrors = [err151];
 }
@@ -12515,9 +12528,12 @@ vErrors.push(err151);
 }
 errors++;
 }
-if((typeof data56 == "number") && (isFinite(data56))){
-if(data56 > 3600000 || isNaN(data56)){
-const err152 = {instancePath:instancePath+"/admission/min_rtt_interval_ms",schemaPath:"#/properties/admission/properties/min_rtt_interval_ms/maximum",keyword:"maximum",params:{comparison: "<=", limit: 3600000},message:"must be <= 3600000"};
+}
+}
+if(data50.queue_timeout_ms !== undefined){
+let data56 = data50.queue_timeout_ms;
+if(!(((typeof data56 == "number") && (!(data56 % 1) && !isNaN(data56))) && (isFinite(data56)))){
+const err152 = {instancePath:instancePath+"/admission/queue_timeout_ms",schemaPath:"#/properties/admission/properties/queue_timeout_ms/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err152];
 }
@@ -12526,8 +12542,9 @@ vErrors.push(err152);
 }
 errors++;
 }
-if(data56 < 100 || isNaN(data56)){
-const err153 = {instancePath:instancePath+"/admission/min_rtt_interval_ms",schemaPath:"#/properties/admission/properties/min_rtt_interval_ms/minimum",keyword:"minimum",params:{comparison: ">=", limit: 100},message:"must be >= 100"};
+if((typeof data56 == "number") && (isFinite(data56))){
+if(data56 > 60000 || isNaN(data56)){
+const err153 = {instancePath:instancePath+"/admission/queue_timeout_ms",schemaPath:"#/properties/admission/properties/queue_timeout_ms/maximum",keyword:"maximum",params:{comparison: "<=", limit: 60000},message:"must be <= 60000"};
 if(vErrors === null){
 vErrors = [err153];
 }
@@ -12536,12 +12553,8 @@ vErrors.push(err153);
 }
 errors++;
 }
-}
-}
-if(data47.min_rtt_samples !== undefined){
-let data57 = data47.min_rtt_samples;
-if(!(((typeof data57 == "number") && (!(data57 % 1) && !isNaN(data57))) && (isFinite(data57)))){
-const err154 = {instancePath:instancePath+"/admission/min_rtt_samples",schemaPath:"#/properties/admission/properties/min_rtt_samples/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if(data56 < 1 || isNaN(data56)){
+const err154 = {instancePath:instancePath+"/admission/queue_timeout_ms",schemaPath:"#/properties/admission/properties/queue_timeout_ms/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
 if(vErrors === null){
 vErrors = [err154];
 }
@@ -12550,9 +12563,13 @@ vErrors.push(err154);
 }
 errors++;
 }
+}
+}
+if(data50.tolerance !== undefined){
+let data57 = data50.tolerance;
 if((typeof data57 == "number") && (isFinite(data57))){
-if(data57 > 10000 || isNaN(data57)){
-const err155 = {instancePath:instancePath+"/admission/min_rtt_samples",schemaPath:"#/properties/admission/properties/min_rtt_samples/maximum",keyword:"maximum",params:{comparison: "<=", limit: 10000},message:"must be <= 10000"};
+if(data57 > 10 || isNaN(data57)){
+const err155 = {instancePath:instancePath+"/admission/tolerance",schemaPath:"#/properties/admission/properties/tolerance/maximum",keyword:"maximum",params:{comparison: "<=", limit: 10},message:"must be <= 10"};
 if(vErrors === null){
 vErrors = [err155];
 }
@@ -12562,7 +12579,7 @@ vErrors.push(err155);
 errors++;
 }
 if(data57 < 1 || isNaN(data57)){
-const err156 = {instancePath:instancePath+"/admission/min_rtt_samples",schemaPath:"#/properties/admission/properties/min_rtt_samples/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+const err156 = {instancePath:instancePath+"/admission/tolerance",schemaPath:"#/properties/admission/properties/tolerance/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
 if(vErrors === null){
 vErrors = [err156];
 }
@@ -12572,10 +12589,8 @@ vErrors.push(err156);
 errors++;
 }
 }
-}
-if(data47.sample_source_time !== undefined){
-if(typeof data47.sample_source_time !== "boolean"){
-const err157 = {instancePath:instancePath+"/admission/sample_source_time",schemaPath:"#/properties/admission/properties/sample_source_time/type",keyword:"type",params:{type: "boolean"},message:"must be boolean"};
+else {
+const err157 = {instancePath:instancePath+"/admission/tolerance",schemaPath:"#/properties/admission/properties/tolerance/type",keyword:"type",params:{type: "number"},message:"must be number"};
 if(vErrors === null){
 vErrors = [err157];
 }
@@ -12585,9 +12600,10 @@ vErrors.push(err157);
 errors++;
 }
 }
-if(data47.sample_pool_wait !== undefined){
-if(typeof data47.sample_pool_wait !== "boolean"){
-const err158 = {instancePath:instancePath+"/admission/sample_pool_wait",schemaPath:"#/properties/admission/properties/sample_pool_wait/type",keyword:"type",params:{type: "boolean"},message:"must be boolean"};
+if(data50.controller !== undefined){
+let data58 = data50.controller;
+if(typeof data58 !== "string"){
+const err158 = {instancePath:instancePath+"/admission/controller",schemaPath:"#/properties/admission/properties/controller/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err158];
 }
@@ -12596,10 +12612,8 @@ vErrors.push(err158);
 }
 errors++;
 }
-}
-if(data47.raise_on_slot_waiters !== undefined){
-if(typeof data47.raise_on_slot_waiters !== "boolean"){
-const err159 = {instancePath:instancePath+"/admission/raise_on_slot_waiters",schemaPath:"#/properties/admission/properties/raise_on_slot_waiters/type",keyword:"type",params:{type: "boolean"},message:"must be boolean"};
+if(!((data58 === "long_average") || (data58 === "min_rtt"))){
+const err159 = {instancePath:instancePath+"/admission/controller",schemaPath:"#/properties/admission/properties/controller/enum",keyword:"enum",params:{allowedValues: schema72.properties.admission.properties.controller.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err159];
 }
@@ -12609,9 +12623,10 @@ vErrors.push(err159);
 errors++;
 }
 }
-if(data47.identity_limit !== undefined){
-if(typeof data47.identity_limit !== "boolean"){
-const err160 = {instancePath:instancePath+"/admission/identity_limit",schemaPath:"#/properties/admission/properties/identity_limit/type",keyword:"type",params:{type: "boolean"},message:"must be boolean"};
+if(data50.min_rtt_interval_ms !== undefined){
+let data59 = data50.min_rtt_interval_ms;
+if(!(((typeof data59 == "number") && (!(data59 % 1) && !isNaN(data59))) && (isFinite(data59)))){
+const err160 = {instancePath:instancePath+"/admission/min_rtt_interval_ms",schemaPath:"#/properties/admission/properties/min_rtt_interval_ms/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err160];
 }
@@ -12620,12 +12635,9 @@ vErrors.push(err160);
 }
 errors++;
 }
-}
-if(data47.identity_slot_wait_ms !== undefined){
-let data62 = data47.identity_slot_wait_ms;
-if((typeof data62 == "number") && (isFinite(data62))){
-if(data62 > 60000 || isNaN(data62)){
-const err161 = {instancePath:instancePath+"/admission/identity_slot_wait_ms",schemaPath:"#/properties/admission/properties/identity_slot_wait_ms/maximum",keyword:"maximum",params:{comparison: "<=", limit: 60000},message:"must be <= 60000"};
+if((typeof data59 == "number") && (isFinite(data59))){
+if(data59 > 3600000 || isNaN(data59)){
+const err161 = {instancePath:instancePath+"/admission/min_rtt_interval_ms",schemaPath:"#/properties/admission/properties/min_rtt_interval_ms/maximum",keyword:"maximum",params:{comparison: "<=", limit: 3600000},message:"must be <= 3600000"};
 if(vErrors === null){
 vErrors = [err161];
 }
@@ -12634,8 +12646,8 @@ vErrors.push(err161);
 }
 errors++;
 }
-if(data62 < 0 || isNaN(data62)){
-const err162 = {instancePath:instancePath+"/admission/identity_slot_wait_ms",schemaPath:"#/properties/admission/properties/identity_slot_wait_ms/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
+if(data59 < 100 || isNaN(data59)){
+const err162 = {instancePath:instancePath+"/admission/min_rtt_interval_ms",schemaPath:"#/properties/admission/properties/min_rtt_interval_ms/minimum",keyword:"minimum",params:{comparison: ">=", limit: 100},message:"must be >= 100"};
 if(vErrors === null){
 vErrors = [err162];
 }
@@ -12645,8 +12657,11 @@ vErrors.push(err162);
 errors++;
 }
 }
-else {
-const err163 = {instancePath:instancePath+"/admission/identity_slot_wait_ms",schemaPath:"#/properties/admission/properties/identity_slot_wait_ms/type",keyword:"type",params:{type: "number"},message:"must be number"};
+}
+if(data50.min_rtt_samples !== undefined){
+let data60 = data50.min_rtt_samples;
+if(!(((typeof data60 == "number") && (!(data60 % 1) && !isNaN(data60))) && (isFinite(data60)))){
+const err163 = {instancePath:instancePath+"/admission/min_rtt_samples",schemaPath:"#/properties/admission/properties/min_rtt_samples/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err163];
 }
@@ -12655,12 +12670,9 @@ vErrors.push(err163);
 }
 errors++;
 }
-}
-if(data47.identity_wait_ratio !== undefined){
-let data63 = data47.identity_wait_ratio;
-if((typeof data63 == "number") && (isFinite(data63))){
-if(data63 > 100 || isNaN(data63)){
-const err164 = {instancePath:instancePath+"/admission/identity_wait_ratio",schemaPath:"#/properties/admission/properties/identity_wait_ratio/maximum",keyword:"maximum",params:{comparison: "<=", limit: 100},message:"must be <= 100"};
+if((typeof data60 == "number") && (isFinite(data60))){
+if(data60 > 10000 || isNaN(data60)){
+const err164 = {instancePath:instancePath+"/admission/min_rtt_samples",schemaPath:"#/properties/admission/properties/min_rtt_samples/maximum",keyword:"maximum",params:{comparison: "<=", limit: 10000},message:"must be <= 10000"};
 if(vErrors === null){
 vErrors = [err164];
 }
@@ -12669,8 +12681,8 @@ vErrors.push(err164);
 }
 errors++;
 }
-if(data63 < 0 || isNaN(data63)){
-const err165 = {instancePath:instancePath+"/admission/identity_wait_ratio",schemaPath:"#/properties/admission/properties/identity_wait_ratio/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
+if(data60 < 1 || isNaN(data60)){
+const err165 = {instancePath:instancePath+"/admission/min_rtt_samples",schemaPath:"#/properties/admission/properties/min_rtt_samples/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
 if(vErrors === null){
 vErrors = [err165];
 }
@@ -12680,8 +12692,10 @@ vErrors.push(err165);
 errors++;
 }
 }
-else {
-const err166 = {instancePath:instancePath+"/admission/identity_wait_ratio",schemaPath:"#/properties/admission/properties/identity_wait_ratio/type",keyword:"type",params:{type: "number"},message:"must be number"};
+}
+if(data50.sample_source_time !== undefined){
+if(typeof data50.sample_source_time !== "boolean"){
+const err166 = {instancePath:instancePath+"/admission/sample_source_time",schemaPath:"#/properties/admission/properties/sample_source_time/type",keyword:"type",params:{type: "boolean"},message:"must be boolean"};
 if(vErrors === null){
 vErrors = [err166];
 }
@@ -12691,11 +12705,9 @@ vErrors.push(err166);
 errors++;
 }
 }
-if(data47.latency_percentile !== undefined){
-let data64 = data47.latency_percentile;
-if((typeof data64 == "number") && (isFinite(data64))){
-if(data64 > 100 || isNaN(data64)){
-const err167 = {instancePath:instancePath+"/admission/latency_percentile",schemaPath:"#/properties/admission/properties/latency_percentile/maximum",keyword:"maximum",params:{comparison: "<=", limit: 100},message:"must be <= 100"};
+if(data50.sample_pool_wait !== undefined){
+if(typeof data50.sample_pool_wait !== "boolean"){
+const err167 = {instancePath:instancePath+"/admission/sample_pool_wait",schemaPath:"#/properties/admission/properties/sample_pool_wait/type",keyword:"type",params:{type: "boolean"},message:"must be boolean"};
 if(vErrors === null){
 vErrors = [err167];
 }
@@ -12704,8 +12716,10 @@ vErrors.push(err167);
 }
 errors++;
 }
-if(data64 <= 0 || isNaN(data64)){
-const err168 = {instancePath:instancePath+"/admission/latency_percentile",schemaPath:"#/properties/admission/properties/latency_percentile/exclusiveMinimum",keyword:"exclusiveMinimum",params:{comparison: ">", limit: 0},message:"must be > 0"};
+}
+if(data50.raise_on_slot_waiters !== undefined){
+if(typeof data50.raise_on_slot_waiters !== "boolean"){
+const err168 = {instancePath:instancePath+"/admission/raise_on_slot_waiters",schemaPath:"#/properties/admission/properties/raise_on_slot_waiters/type",keyword:"type",params:{type: "boolean"},message:"must be boolean"};
 if(vErrors === null){
 vErrors = [err168];
 }
@@ -12715,8 +12729,9 @@ vErrors.push(err168);
 errors++;
 }
 }
-else {
-const err169 = {instancePath:instancePath+"/admission/latency_percentile",schemaPath:"#/properties/admission/properties/latency_percentile/type",keyword:"type",params:{type: "number"},message:"must be number"};
+if(data50.identity_limit !== undefined){
+if(typeof data50.identity_limit !== "boolean"){
+const err169 = {instancePath:instancePath+"/admission/identity_limit",schemaPath:"#/properties/admission/properties/identity_limit/type",keyword:"type",params:{type: "boolean"},message:"must be boolean"};
 if(vErrors === null){
 vErrors = [err169];
 }
@@ -12726,10 +12741,11 @@ vErrors.push(err169);
 errors++;
 }
 }
-if(data47.max_event_loop_delay_ms !== undefined){
-let data65 = data47.max_event_loop_delay_ms;
-if(!(((typeof data65 == "number") && (!(data65 % 1) && !isNaN(data65))) && (isFinite(data65)))){
-const err170 = {instancePath:instancePath+"/admission/max_event_loop_delay_ms",schemaPath:"#/properties/admission/properties/max_event_loop_delay_ms/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if(data50.identity_slot_wait_ms !== undefined){
+let data65 = data50.identity_slot_wait_ms;
+if((typeof data65 == "number") && (isFinite(data65))){
+if(data65 > 60000 || isNaN(data65)){
+const err170 = {instancePath:instancePath+"/admission/identity_slot_wait_ms",schemaPath:"#/properties/admission/properties/identity_slot_wait_ms/maximum",keyword:"maximum",params:{comparison: "<=", limit: 60000},message:"must be <= 60000"};
 if(vErrors === null){
 vErrors = [err170];
 }
@@ -12738,9 +12754,8 @@ vErrors.push(err170);
 }
 errors++;
 }
-if((typeof data65 == "number") && (isFinite(data65))){
-if(data65 > 60000 || isNaN(data65)){
-const err171 = {instancePath:instancePath+"/admission/max_event_loop_delay_ms",schemaPath:"#/properties/admission/properties/max_event_loop_delay_ms/maximum",keyword:"maximum",params:{comparison: "<=", limit: 60000},message:"must be <= 60000"};
+if(data65 < 0 || isNaN(data65)){
+const err171 = {instancePath:instancePath+"/admission/identity_slot_wait_ms",schemaPath:"#/properties/admission/properties/identity_slot_wait_ms/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
 if(vErrors === null){
 vErrors = [err171];
 }
@@ -12749,8 +12764,9 @@ vErrors.push(err171);
 }
 errors++;
 }
-if(data65 < 1 || isNaN(data65)){
-const err172 = {instancePath:instancePath+"/admission/max_event_loop_delay_ms",schemaPath:"#/properties/admission/properties/max_event_loop_delay_ms/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+}
+else {
+const err172 = {instancePath:instancePath+"/admission/identity_slot_wait_ms",schemaPath:"#/properties/admission/properties/identity_slot_wait_ms/type",keyword:"type",params:{type: "number"},message:"must be number"};
 if(vErrors === null){
 vErrors = [err172];
 }
@@ -12760,11 +12776,11 @@ vErrors.push(err172);
 errors++;
 }
 }
-}
-if(data47.max_audit_queue !== undefined){
-let data66 = data47.max_audit_queue;
-if(!(((typeof data66 == "number") && (!(data66 % 1) && !isNaN(data66))) && (isFinite(data66)))){
-const err173 = {instancePath:instancePath+"/admission/max_audit_queue",schemaPath:"#/properties/admission/properties/max_audit_queue/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if(data50.identity_wait_ratio !== undefined){
+let data66 = data50.identity_wait_ratio;
+if((typeof data66 == "number") && (isFinite(data66))){
+if(data66 > 100 || isNaN(data66)){
+const err173 = {instancePath:instancePath+"/admission/identity_wait_ratio",schemaPath:"#/properties/admission/properties/identity_wait_ratio/maximum",keyword:"maximum",params:{comparison: "<=", limit: 100},message:"must be <= 100"};
 if(vErrors === null){
 vErrors = [err173];
 }
@@ -12773,9 +12789,8 @@ vErrors.push(err173);
 }
 errors++;
 }
-if((typeof data66 == "number") && (isFinite(data66))){
-if(data66 > 1000000 || isNaN(data66)){
-const err174 = {instancePath:instancePath+"/admission/max_audit_queue",schemaPath:"#/properties/admission/properties/max_audit_queue/maximum",keyword:"maximum",params:{comparison: "<=", limit: 1000000},message:"must be <= 1000000"};
+if(data66 < 0 || isNaN(data66)){
+const err174 = {instancePath:instancePath+"/admission/identity_wait_ratio",schemaPath:"#/properties/admission/properties/identity_wait_ratio/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
 if(vErrors === null){
 vErrors = [err174];
 }
@@ -12784,8 +12799,9 @@ vErrors.push(err174);
 }
 errors++;
 }
-if(data66 < 1 || isNaN(data66)){
-const err175 = {instancePath:instancePath+"/admission/max_audit_queue",schemaPath:"#/properties/admission/properties/max_audit_queue/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+}
+else {
+const err175 = {instancePath:instancePath+"/admission/identity_wait_ratio",schemaPath:"#/properties/admission/properties/identity_wait_ratio/type",keyword:"type",params:{type: "number"},message:"must be number"};
 if(vErrors === null){
 vErrors = [err175];
 }
@@ -12795,10 +12811,11 @@ vErrors.push(err175);
 errors++;
 }
 }
-}
-if(data47.front_door !== undefined){
-if(typeof data47.front_door !== "boolean"){
-const err176 = {instancePath:instancePath+"/admission/front_door",schemaPath:"#/properties/admission/properties/front_door/type",keyword:"type",params:{type: "boolean"},message:"must be boolean"};
+if(data50.latency_percentile !== undefined){
+let data67 = data50.latency_percentile;
+if((typeof data67 == "number") && (isFinite(data67))){
+if(data67 > 100 || isNaN(data67)){
+const err176 = {instancePath:instancePath+"/admission/latency_percentile",schemaPath:"#/properties/admission/properties/latency_percentile/maximum",keyword:"maximum",params:{comparison: "<=", limit: 100},message:"must be <= 100"};
 if(vErrors === null){
 vErrors = [err176];
 }
@@ -12807,10 +12824,8 @@ vErrors.push(err176);
 }
 errors++;
 }
-}
-if(data47.pause_refused_connections !== undefined){
-if(typeof data47.pause_refused_connections !== "boolean"){
-const err177 = {instancePath:instancePath+"/admission/pause_refused_connections",schemaPath:"#/properties/admission/properties/pause_refused_connections/type",keyword:"type",params:{type: "boolean"},message:"must be boolean"};
+if(data67 <= 0 || isNaN(data67)){
+const err177 = {instancePath:instancePath+"/admission/latency_percentile",schemaPath:"#/properties/admission/properties/latency_percentile/exclusiveMinimum",keyword:"exclusiveMinimum",params:{comparison: ">", limit: 0},message:"must be > 0"};
 if(vErrors === null){
 vErrors = [err177];
 }
@@ -12820,9 +12835,8 @@ vErrors.push(err177);
 errors++;
 }
 }
-}
 else {
-const err178 = {instancePath:instancePath+"/admission",schemaPath:"#/properties/admission/type",keyword:"type",params:{type: "object"},message:"must be object"};
+const err178 = {instancePath:instancePath+"/admission/latency_percentile",schemaPath:"#/properties/admission/properties/latency_percentile/type",keyword:"type",params:{type: "number"},message:"must be number"};
 if(vErrors === null){
 vErrors = [err178];
 }
@@ -12832,12 +12846,10 @@ vErrors.push(err178);
 errors++;
 }
 }
-if(data.cache !== undefined){
-let data69 = data.cache;
-if(data69 && typeof data69 == "object" && !Array.isArray(data69)){
-for(const key13 in data69){
-if(!((key13 === "ttl_ms") || (key13 === "max_bytes"))){
-const err179 = {instancePath:instancePath+"/cache",schemaPath:"#/properties/cache/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key13},message:"must NOT have additional properties"};
+if(data50.max_event_loop_delay_ms !== undefined){
+let data68 = data50.max_event_loop_delay_ms;
+if(!(((typeof data68 == "number") && (!(data68 % 1) && !isNaN(data68))) && (isFinite(data68)))){
+const err179 = {instancePath:instancePath+"/admission/max_event_loop_delay_ms",schemaPath:"#/properties/admission/properties/max_event_loop_delay_ms/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err179];
 }
@@ -12846,11 +12858,9 @@ vErrors.push(err179);
 }
 errors++;
 }
-}
-if(data69.ttl_ms !== undefined){
-let data70 = data69.ttl_ms;
-if(!(((typeof data70 == "number") && (!(data70 % 1) && !isNaN(data70))) && (isFinite(data70)))){
-const err180 = {instancePath:instancePath+"/cache/ttl_ms",schemaPath:"#/properties/cache/properties/ttl_ms/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if((typeof data68 == "number") && (isFinite(data68))){
+if(data68 > 60000 || isNaN(data68)){
+const err180 = {instancePath:instancePath+"/admission/max_event_loop_delay_ms",schemaPath:"#/properties/admission/properties/max_event_loop_delay_ms/maximum",keyword:"maximum",params:{comparison: "<=", limit: 60000},message:"must be <= 60000"};
 if(vErrors === null){
 vErrors = [err180];
 }
@@ -12859,9 +12869,8 @@ vErrors.push(err180);
 }
 errors++;
 }
-if((typeof data70 == "number") && (isFinite(data70))){
-if(data70 > 86400000 || isNaN(data70)){
-const err181 = {instancePath:instancePath+"/cache/ttl_ms",schemaPath:"#/properties/cache/properties/ttl_ms/maximum",keyword:"maximum",params:{comparison: "<=", limit: 86400000},message:"must be <= 86400000"};
+if(data68 < 1 || isNaN(data68)){
+const err181 = {instancePath:instancePath+"/admission/max_event_loop_delay_ms",schemaPath:"#/properties/admission/properties/max_event_loop_delay_ms/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
 if(vErrors === null){
 vErrors = [err181];
 }
@@ -12870,8 +12879,12 @@ vErrors.push(err181);
 }
 errors++;
 }
-if(data70 < 0 || isNaN(data70)){
-const err182 = {instancePath:instancePath+"/cache/ttl_ms",schemaPath:"#/properties/cache/properties/ttl_ms/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
+}
+}
+if(data50.max_audit_queue !== undefined){
+let data69 = data50.max_audit_queue;
+if(!(((typeof data69 == "number") && (!(data69 % 1) && !isNaN(data69))) && (isFinite(data69)))){
+const err182 = {instancePath:instancePath+"/admission/max_audit_queue",schemaPath:"#/properties/admission/properties/max_audit_queue/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err182];
 }
@@ -12880,12 +12893,9 @@ vErrors.push(err182);
 }
 errors++;
 }
-}
-}
-if(data69.max_bytes !== undefined){
-let data71 = data69.max_bytes;
-if(!(((typeof data71 == "number") && (!(data71 % 1) && !isNaN(data71))) && (isFinite(data71)))){
-const err183 = {instancePath:instancePath+"/cache/max_bytes",schemaPath:"#/properties/cache/properties/max_bytes/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if((typeof data69 == "number") && (isFinite(data69))){
+if(data69 > 1000000 || isNaN(data69)){
+const err183 = {instancePath:instancePath+"/admission/max_audit_queue",schemaPath:"#/properties/admission/properties/max_audit_queue/maximum",keyword:"maximum",params:{comparison: "<=", limit: 1000000},message:"must be <= 1000000"};
 if(vErrors === null){
 vErrors = [err183];
 }
@@ -12894,9 +12904,8 @@ vErrors.push(err183);
 }
 errors++;
 }
-if((typeof data71 == "number") && (isFinite(data71))){
-if(data71 > 17179869184 || isNaN(data71)){
-const err184 = {instancePath:instancePath+"/cache/max_bytes",schemaPath:"#/properties/cache/properties/max_bytes/maximum",keyword:"maximum",params:{comparison: "<=", limit: 17179869184},message:"must be <= 17179869184"};
+if(data69 < 1 || isNaN(data69)){
+const err184 = {instancePath:instancePath+"/admission/max_audit_queue",schemaPath:"#/properties/admission/properties/max_audit_queue/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
 if(vErrors === null){
 vErrors = [err184];
 }
@@ -12905,8 +12914,11 @@ vErrors.push(err184);
 }
 errors++;
 }
-if(data71 < 0 || isNaN(data71)){
-const err185 = {instancePath:instancePath+"/cache/max_bytes",schemaPath:"#/properties/cache/properties/max_bytes/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
+}
+}
+if(data50.front_door !== undefined){
+if(typeof data50.front_door !== "boolean"){
+const err185 = {instancePath:instancePath+"/admission/front_door",schemaPath:"#/properties/admission/properties/front_door/type",keyword:"type",params:{type: "boolean"},message:"must be boolean"};
 if(vErrors === null){
 vErrors = [err185];
 }
@@ -12916,10 +12928,9 @@ vErrors.push(err185);
 errors++;
 }
 }
-}
-}
-else {
-const err186 = {instancePath:instancePath+"/cache",schemaPath:"#/properties/cache/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(data50.pause_refused_connections !== undefined){
+if(typeof data50.pause_refused_connections !== "boolean"){
+const err186 = {instancePath:instancePath+"/admission/pause_refused_connections",schemaPath:"#/properties/admission/properties/pause_refused_connections/type",keyword:"type",params:{type: "boolean"},message:"must be boolean"};
 if(vErrors === null){
 vErrors = [err186];
 }
@@ -12929,11 +12940,9 @@ vErrors.push(err186);
 errors++;
 }
 }
-if(data.ops_listen !== undefined){
-let data72 = data.ops_listen;
-if(data72 && typeof data72 == "object" && !Array.isArray(data72)){
-if(data72.port === undefined){
-const err187 = {instancePath:instancePath+"/ops_listen",schemaPath:"#/properties/ops_listen/required",keyword:"required",params:{missingProperty: "port"},message:"must have required property '"+"port"+"'"};
+}
+else {
+const err187 = {instancePath:instancePath+"/admission",schemaPath:"#/properties/admission/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err187];
 }
@@ -12942,9 +12951,13 @@ vErrors.push(err187);
 }
 errors++;
 }
-for(const key14 in data72){
-if(!((key14 === "host") || (key14 === "port"))){
-const err188 = {instancePath:instancePath+"/ops_listen",schemaPath:"#/properties/ops_listen/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key14},message:"must NOT have additional properties"};
+}
+if(data.cache !== undefined){
+let data72 = data.cache;
+if(data72 && typeof data72 == "object" && !Array.isArray(data72)){
+for(const key13 in data72){
+if(!((key13 === "ttl_ms") || (key13 === "max_bytes"))){
+const err188 = {instancePath:instancePath+"/cache",schemaPath:"#/properties/cache/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key13},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err188];
 }
@@ -12954,11 +12967,10 @@ vErrors.push(err188);
 errors++;
 }
 }
-if(data72.host !== undefined){
-let data73 = data72.host;
-if(typeof data73 === "string"){
-if(func1(data73) > 255){
-const err189 = {instancePath:instancePath+"/ops_listen/host",schemaPath:"#/properties/ops_listen/properties/host/maxLength",keyword:"maxLength",params:{limit: 255},message:"must NOT have more than 255 characters"};
+if(data72.ttl_ms !== undefined){
+let data73 = data72.ttl_ms;
+if(!(((typeof data73 == "number") && (!(data73 % 1) && !isNaN(data73))) && (isFinite(data73)))){
+const err189 = {instancePath:instancePath+"/cache/ttl_ms",schemaPath:"#/properties/cache/properties/ttl_ms/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err189];
 }
@@ -12967,8 +12979,9 @@ vErrors.push(err189);
 }
 errors++;
 }
-if(func1(data73) < 1){
-const err190 = {instancePath:instancePath+"/ops_listen/host",schemaPath:"#/properties/ops_listen/properties/host/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
+if((typeof data73 == "number") && (isFinite(data73))){
+if(data73 > 86400000 || isNaN(data73)){
+const err190 = {instancePath:instancePath+"/cache/ttl_ms",schemaPath:"#/properties/cache/properties/ttl_ms/maximum",keyword:"maximum",params:{comparison: "<=", limit: 86400000},message:"must be <= 86400000"};
 if(vErrors === null){
 vErrors = [err190];
 }
@@ -12977,9 +12990,8 @@ vErrors.push(err190);
 }
 errors++;
 }
-}
-else {
-const err191 = {instancePath:instancePath+"/ops_listen/host",schemaPath:"#/properties/ops_listen/properties/host/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(data73 < 0 || isNaN(data73)){
+const err191 = {instancePath:instancePath+"/cache/ttl_ms",schemaPath:"#/properties/cache/properties/ttl_ms/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
 if(vErrors === null){
 vErrors = [err191];
 }
@@ -12989,10 +13001,11 @@ vErrors.push(err191);
 errors++;
 }
 }
-if(data72.port !== undefined){
-let data74 = data72.port;
+}
+if(data72.max_bytes !== undefined){
+let data74 = data72.max_bytes;
 if(!(((typeof data74 == "number") && (!(data74 % 1) && !isNaN(data74))) && (isFinite(data74)))){
-const err192 = {instancePath:instancePath+"/ops_listen/port",schemaPath:"#/properties/ops_listen/properties/port/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+const err192 = {instancePath:instancePath+"/cache/max_bytes",schemaPath:"#/properties/cache/properties/max_bytes/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err192];
 }
@@ -13002,8 +13015,8 @@ vErrors.push(err192);
 errors++;
 }
 if((typeof data74 == "number") && (isFinite(data74))){
-if(data74 > 65535 || isNaN(data74)){
-const err193 = {instancePath:instancePath+"/ops_listen/port",schemaPath:"#/properties/ops_listen/properties/port/maximum",keyword:"maximum",params:{comparison: "<=", limit: 65535},message:"must be <= 65535"};
+if(data74 > 17179869184 || isNaN(data74)){
+const err193 = {instancePath:instancePath+"/cache/max_bytes",schemaPath:"#/properties/cache/properties/max_bytes/maximum",keyword:"maximum",params:{comparison: "<=", limit: 17179869184},message:"must be <= 17179869184"};
 if(vErrors === null){
 vErrors = [err193];
 }
@@ -13013,7 +13026,7 @@ vErrors.push(err193);
 errors++;
 }
 if(data74 < 0 || isNaN(data74)){
-const err194 = {instancePath:instancePath+"/ops_listen/port",schemaPath:"#/properties/ops_listen/properties/port/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
+const err194 = {instancePath:instancePath+"/cache/max_bytes",schemaPath:"#/properties/cache/properties/max_bytes/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
 if(vErrors === null){
 vErrors = [err194];
 }
@@ -13026,7 +13039,7 @@ errors++;
 }
 }
 else {
-const err195 = {instancePath:instancePath+"/ops_listen",schemaPath:"#/properties/ops_listen/type",keyword:"type",params:{type: "object"},message:"must be object"};
+const err195 = {instancePath:instancePath+"/cache",schemaPath:"#/properties/cache/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err195];
 }
@@ -13036,12 +13049,11 @@ vErrors.push(err195);
 errors++;
 }
 }
-if(data.client_limits !== undefined){
-let data75 = data.client_limits;
+if(data.ops_listen !== undefined){
+let data75 = data.ops_listen;
 if(data75 && typeof data75 == "object" && !Array.isArray(data75)){
-for(const key15 in data75){
-if(!((((((key15 === "keyless") || (key15 === "streams_per_address")) || (key15 === "streams_per_identity")) || (key15 === "answer_write_timeout_ms")) || (key15 === "body_reads_per_address")) || (key15 === "body_bytes_in_flight"))){
-const err196 = {instancePath:instancePath+"/client_limits",schemaPath:"#/properties/client_limits/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key15},message:"must NOT have additional properties"};
+if(data75.port === undefined){
+const err196 = {instancePath:instancePath+"/ops_listen",schemaPath:"#/properties/ops_listen/required",keyword:"required",params:{missingProperty: "port"},message:"must have required property '"+"port"+"'"};
 if(vErrors === null){
 vErrors = [err196];
 }
@@ -13050,13 +13062,9 @@ vErrors.push(err196);
 }
 errors++;
 }
-}
-if(data75.keyless !== undefined){
-let data76 = data75.keyless;
-if(data76 && typeof data76 == "object" && !Array.isArray(data76)){
-for(const key16 in data76){
-if(!((key16 === "points") || (key16 === "window_seconds"))){
-const err197 = {instancePath:instancePath+"/client_limits/keyless",schemaPath:"#/$defs/rateLimit/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key16},message:"must NOT have additional properties"};
+for(const key14 in data75){
+if(!((key14 === "host") || (key14 === "port"))){
+const err197 = {instancePath:instancePath+"/ops_listen",schemaPath:"#/properties/ops_listen/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key14},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err197];
 }
@@ -13066,10 +13074,11 @@ vErrors.push(err197);
 errors++;
 }
 }
-if(data76.points !== undefined){
-let data77 = data76.points;
-if(!(((typeof data77 == "number") && (!(data77 % 1) && !isNaN(data77))) && (isFinite(data77)))){
-const err198 = {instancePath:instancePath+"/client_limits/keyless/points",schemaPath:"#/$defs/rateLimit/properties/points/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if(data75.host !== undefined){
+let data76 = data75.host;
+if(typeof data76 === "string"){
+if(func1(data76) > 255){
+const err198 = {instancePath:instancePath+"/ops_listen/host",schemaPath:"#/properties/ops_listen/properties/host/maxLength",keyword:"maxLength",params:{limit: 255},message:"must NOT have more than 255 characters"};
 if(vErrors === null){
 vErrors = [err198];
 }
@@ -13078,9 +13087,8 @@ vErrors.push(err198);
 }
 errors++;
 }
-if((typeof data77 == "number") && (isFinite(data77))){
-if(data77 > 1000000 || isNaN(data77)){
-const err199 = {instancePath:instancePath+"/client_limits/keyless/points",schemaPath:"#/$defs/rateLimit/properties/points/maximum",keyword:"maximum",params:{comparison: "<=", limit: 1000000},message:"must be <= 1000000"};
+if(func1(data76) < 1){
+const err199 = {instancePath:instancePath+"/ops_listen/host",schemaPath:"#/properties/ops_listen/properties/host/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
 if(vErrors === null){
 vErrors = [err199];
 }
@@ -13089,8 +13097,9 @@ vErrors.push(err199);
 }
 errors++;
 }
-if(data77 < 1 || isNaN(data77)){
-const err200 = {instancePath:instancePath+"/client_limits/keyless/points",schemaPath:"#/$defs/rateLimit/properties/points/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+}
+else {
+const err200 = {instancePath:instancePath+"/ops_listen/host",schemaPath:"#/properties/ops_listen/properties/host/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err200];
 }
@@ -13100,11 +13109,10 @@ vErrors.push(err200);
 errors++;
 }
 }
-}
-if(data76.window_seconds !== undefined){
-let data78 = data76.window_seconds;
-if(!(((typeof data78 == "number") && (!(data78 % 1) && !isNaN(data78))) && (isFinite(data78)))){
-const err201 = {instancePath:instancePath+"/client_limits/keyless/window_seconds",schemaPath:"#/$defs/rateLimit/properties/window_seconds/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if(data75.port !== undefined){
+let data77 = data75.port;
+if(!(((typeof data77 == "number") && (!(data77 % 1) && !isNaN(data77))) && (isFinite(data77)))){
+const err201 = {instancePath:instancePath+"/ops_listen/port",schemaPath:"#/properties/ops_listen/properties/port/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err201];
 }
@@ -13113,9 +13121,9 @@ vErrors.push(err201);
 }
 errors++;
 }
-if((typeof data78 == "number") && (isFinite(data78))){
-if(data78 > 86400 || isNaN(data78)){
-const err202 = {instancePath:instancePath+"/client_limits/keyless/window_seconds",schemaPath:"#/$defs/rateLimit/properties/window_seconds/maximum",keyword:"maximum",params:{comparison: "<=", limit: 86400},message:"must be <= 86400"};
+if((typeof data77 == "number") && (isFinite(data77))){
+if(data77 > 65535 || isNaN(data77)){
+const err202 = {instancePath:instancePath+"/ops_listen/port",schemaPath:"#/properties/ops_listen/properties/port/maximum",keyword:"maximum",params:{comparison: "<=", limit: 65535},message:"must be <= 65535"};
 if(vErrors === null){
 vErrors = [err202];
 }
@@ -13124,8 +13132,8 @@ vErrors.push(err202);
 }
 errors++;
 }
-if(data78 < 1 || isNaN(data78)){
-const err203 = {instancePath:instancePath+"/client_limits/keyless/window_seconds",schemaPath:"#/$defs/rateLimit/properties/window_seconds/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+if(data77 < 0 || isNaN(data77)){
+const err203 = {instancePath:instancePath+"/ops_listen/port",schemaPath:"#/properties/ops_listen/properties/port/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
 if(vErrors === null){
 vErrors = [err203];
 }
@@ -13138,7 +13146,7 @@ errors++;
 }
 }
 else {
-const err204 = {instancePath:instancePath+"/client_limits/keyless",schemaPath:"#/$defs/rateLimit/type",keyword:"type",params:{type: "object"},message:"must be object"};
+const err204 = {instancePath:instancePath+"/ops_listen",schemaPath:"#/properties/ops_listen/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err204];
 }
@@ -13148,10 +13156,12 @@ vErrors.push(err204);
 errors++;
 }
 }
-if(data75.streams_per_address !== undefined){
-let data79 = data75.streams_per_address;
-if(!(((typeof data79 == "number") && (!(data79 % 1) && !isNaN(data79))) && (isFinite(data79)))){
-const err205 = {instancePath:instancePath+"/client_limits/streams_per_address",schemaPath:"#/properties/client_limits/properties/streams_per_address/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if(data.client_limits !== undefined){
+let data78 = data.client_limits;
+if(data78 && typeof data78 == "object" && !Array.isArray(data78)){
+for(const key15 in data78){
+if(!((((((key15 === "keyless") || (key15 === "streams_per_address")) || (key15 === "streams_per_identity")) || (key15 === "answer_write_timeout_ms")) || (key15 === "body_reads_per_address")) || (key15 === "body_bytes_in_flight"))){
+const err205 = {instancePath:instancePath+"/client_limits",schemaPath:"#/properties/client_limits/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key15},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err205];
 }
@@ -13160,9 +13170,13 @@ vErrors.push(err205);
 }
 errors++;
 }
-if((typeof data79 == "number") && (isFinite(data79))){
-if(data79 > 100000 || isNaN(data79)){
-const err206 = {instancePath:instancePath+"/client_limits/streams_per_address",schemaPath:"#/properties/client_limits/properties/streams_per_address/maximum",keyword:"maximum",params:{comparison: "<=", limit: 100000},message:"must be <= 100000"};
+}
+if(data78.keyless !== undefined){
+let data79 = data78.keyless;
+if(data79 && typeof data79 == "object" && !Array.isArray(data79)){
+for(const key16 in data79){
+if(!((key16 === "points") || (key16 === "window_seconds"))){
+const err206 = {instancePath:instancePath+"/client_limits/keyless",schemaPath:"#/$defs/rateLimit/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key16},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err206];
 }
@@ -13171,8 +13185,11 @@ vErrors.push(err206);
 }
 errors++;
 }
-if(data79 < 1 || isNaN(data79)){
-const err207 = {instancePath:instancePath+"/client_limits/streams_per_address",schemaPath:"#/properties/client_limits/properties/streams_per_address/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+}
+if(data79.points !== undefined){
+let data80 = data79.points;
+if(!(((typeof data80 == "number") && (!(data80 % 1) && !isNaN(data80))) && (isFinite(data80)))){
+const err207 = {instancePath:instancePath+"/client_limits/keyless/points",schemaPath:"#/$defs/rateLimit/properties/points/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err207];
 }
@@ -13181,12 +13198,9 @@ vErrors.push(err207);
 }
 errors++;
 }
-}
-}
-if(data75.streams_per_identity !== undefined){
-let data80 = data75.streams_per_identity;
-if(!(((typeof data80 == "number") && (!(data80 % 1) && !isNaN(data80))) && (isFinite(data80)))){
-const err208 = {instancePath:instancePath+"/client_limits/streams_per_identity",schemaPath:"#/properties/client_limits/properties/streams_per_identity/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if((typeof data80 == "number") && (isFinite(data80))){
+if(data80 > 1000000 || isNaN(data80)){
+const err208 = {instancePath:instancePath+"/client_limits/keyless/points",schemaPath:"#/$defs/rateLimit/properties/points/maximum",keyword:"maximum",params:{comparison: "<=", limit: 1000000},message:"must be <= 1000000"};
 if(vErrors === null){
 vErrors = [err208];
 }
@@ -13195,9 +13209,8 @@ vErrors.push(err208);
 }
 errors++;
 }
-if((typeof data80 == "number") && (isFinite(data80))){
-if(data80 > 100000 || isNaN(data80)){
-const err209 = {instancePath:instancePath+"/client_limits/streams_per_identity",schemaPath:"#/properties/client_limits/properties/streams_per_identity/maximum",keyword:"maximum",params:{comparison: "<=", limit: 100000},message:"must be <= 100000"};
+if(data80 < 1 || isNaN(data80)){
+const err209 = {instancePath:instancePath+"/client_limits/keyless/points",schemaPath:"#/$defs/rateLimit/properties/points/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
 if(vErrors === null){
 vErrors = [err209];
 }
@@ -13206,8 +13219,12 @@ vErrors.push(err209);
 }
 errors++;
 }
-if(data80 < 1 || isNaN(data80)){
-const err210 = {instancePath:instancePath+"/client_limits/streams_per_identity",schemaPath:"#/properties/client_limits/properties/streams_per_identity/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+}
+}
+if(data79.window_seconds !== undefined){
+let data81 = data79.window_seconds;
+if(!(((typeof data81 == "number") && (!(data81 % 1) && !isNaN(data81))) && (isFinite(data81)))){
+const err210 = {instancePath:instancePath+"/client_limits/keyless/window_seconds",schemaPath:"#/$defs/rateLimit/properties/window_seconds/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err210];
 }
@@ -13216,12 +13233,9 @@ vErrors.push(err210);
 }
 errors++;
 }
-}
-}
-if(data75.answer_write_timeout_ms !== undefined){
-let data81 = data75.answer_write_timeout_ms;
-if(!(((typeof data81 == "number") && (!(data81 % 1) && !isNaN(data81))) && (isFinite(data81)))){
-const err211 = {instancePath:instancePath+"/client_limits/answer_write_timeout_ms",schemaPath:"#/properties/client_limits/properties/answer_write_timeout_ms/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+if((typeof data81 == "number") && (isFinite(data81))){
+if(data81 > 86400 || isNaN(data81)){
+const err211 = {instancePath:instancePath+"/client_limits/keyless/window_seconds",schemaPath:"#/$defs/rateLimit/properties/window_seconds/maximum",keyword:"maximum",params:{comparison: "<=", limit: 86400},message:"must be <= 86400"};
 if(vErrors === null){
 vErrors = [err211];
 }
@@ -13230,9 +13244,8 @@ vErrors.push(err211);
 }
 errors++;
 }
-if((typeof data81 == "number") && (isFinite(data81))){
-if(data81 > 3600000 || isNaN(data81)){
-const err212 = {instancePath:instancePath+"/client_limits/answer_write_timeout_ms",schemaPath:"#/properties/client_limits/properties/answer_write_timeout_ms/maximum",keyword:"maximum",params:{comparison: "<=", limit: 3600000},message:"must be <= 3600000"};
+if(data81 < 1 || isNaN(data81)){
+const err212 = {instancePath:instancePath+"/client_limits/keyless/window_seconds",schemaPath:"#/$defs/rateLimit/properties/window_seconds/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
 if(vErrors === null){
 vErrors = [err212];
 }
@@ -13241,8 +13254,11 @@ vErrors.push(err212);
 }
 errors++;
 }
-if(data81 < 0 || isNaN(data81)){
-const err213 = {instancePath:instancePath+"/client_limits/answer_write_timeout_ms",schemaPath:"#/properties/client_limits/properties/answer_write_timeout_ms/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
+}
+}
+}
+else {
+const err213 = {instancePath:instancePath+"/client_limits/keyless",schemaPath:"#/$defs/rateLimit/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err213];
 }
@@ -13252,11 +13268,10 @@ vErrors.push(err213);
 errors++;
 }
 }
-}
-if(data75.body_reads_per_address !== undefined){
-let data82 = data75.body_reads_per_address;
+if(data78.streams_per_address !== undefined){
+let data82 = data78.streams_per_address;
 if(!(((typeof data82 == "number") && (!(data82 % 1) && !isNaN(data82))) && (isFinite(data82)))){
-const err214 = {instancePath:instancePath+"/client_limits/body_reads_per_address",schemaPath:"#/properties/client_limits/properties/body_reads_per_address/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+const err214 = {instancePath:instancePath+"/client_limits/streams_per_address",schemaPath:"#/properties/client_limits/properties/streams_per_address/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err214];
 }
@@ -13267,7 +13282,7 @@ errors++;
 }
 if((typeof data82 == "number") && (isFinite(data82))){
 if(data82 > 100000 || isNaN(data82)){
-const err215 = {instancePath:instancePath+"/client_limits/body_reads_per_address",schemaPath:"#/properties/client_limits/properties/body_reads_per_address/maximum",keyword:"maximum",params:{comparison: "<=", limit: 100000},message:"must be <= 100000"};
+const err215 = {instancePath:instancePath+"/client_limits/streams_per_address",schemaPath:"#/properties/client_limits/properties/streams_per_address/maximum",keyword:"maximum",params:{comparison: "<=", limit: 100000},message:"must be <= 100000"};
 if(vErrors === null){
 vErrors = [err215];
 }
@@ -13277,7 +13292,7 @@ vErrors.push(err215);
 errors++;
 }
 if(data82 < 1 || isNaN(data82)){
-const err216 = {instancePath:instancePath+"/client_limits/body_reads_per_address",schemaPath:"#/properties/client_limits/properties/body_reads_per_address/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
+const err216 = {instancePath:instancePath+"/client_limits/streams_per_address",schemaPath:"#/properties/client_limits/properties/streams_per_address/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
 if(vErrors === null){
 vErrors = [err216];
 }
@@ -13288,10 +13303,10 @@ errors++;
 }
 }
 }
-if(data75.body_bytes_in_flight !== undefined){
-let data83 = data75.body_bytes_in_flight;
+if(data78.streams_per_identity !== undefined){
+let data83 = data78.streams_per_identity;
 if(!(((typeof data83 == "number") && (!(data83 % 1) && !isNaN(data83))) && (isFinite(data83)))){
-const err217 = {instancePath:instancePath+"/client_limits/body_bytes_in_flight",schemaPath:"#/properties/client_limits/properties/body_bytes_in_flight/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
+const err217 = {instancePath:instancePath+"/client_limits/streams_per_identity",schemaPath:"#/properties/client_limits/properties/streams_per_identity/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err217];
 }
@@ -13301,8 +13316,8 @@ vErrors.push(err217);
 errors++;
 }
 if((typeof data83 == "number") && (isFinite(data83))){
-if(data83 > 68719476736 || isNaN(data83)){
-const err218 = {instancePath:instancePath+"/client_limits/body_bytes_in_flight",schemaPath:"#/properties/client_limits/properties/body_bytes_in_flight/maximum",keyword:"maximum",params:{comparison: "<=", limit: 68719476736},message:"must be <= 68719476736"};
+if(data83 > 100000 || isNaN(data83)){
+const err218 = {instancePath:instancePath+"/client_limits/streams_per_identity",schemaPath:"#/properties/client_limits/properties/streams_per_identity/maximum",keyword:"maximum",params:{comparison: "<=", limit: 100000},message:"must be <= 100000"};
 if(vErrors === null){
 vErrors = [err218];
 }
@@ -13311,8 +13326,8 @@ vErrors.push(err218);
 }
 errors++;
 }
-if(data83 < 1048576 || isNaN(data83)){
-const err219 = {instancePath:instancePath+"/client_limits/body_bytes_in_flight",schemaPath:"#/properties/client_limits/properties/body_bytes_in_flight/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1048576},message:"must be >= 1048576"};
+if(data83 < 1 || isNaN(data83)){
+const err219 = {instancePath:instancePath+"/client_limits/streams_per_identity",schemaPath:"#/properties/client_limits/properties/streams_per_identity/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
 if(vErrors === null){
 vErrors = [err219];
 }
@@ -13323,9 +13338,10 @@ errors++;
 }
 }
 }
-}
-else {
-const err220 = {instancePath:instancePath+"/client_limits",schemaPath:"#/properties/client_limits/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(data78.answer_write_timeout_ms !== undefined){
+let data84 = data78.answer_write_timeout_ms;
+if(!(((typeof data84 == "number") && (!(data84 % 1) && !isNaN(data84))) && (isFinite(data84)))){
+const err220 = {instancePath:instancePath+"/client_limits/answer_write_timeout_ms",schemaPath:"#/properties/client_limits/properties/answer_write_timeout_ms/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err220];
 }
@@ -13334,13 +13350,9 @@ vErrors.push(err220);
 }
 errors++;
 }
-}
-if(data.auth !== undefined){
-let data84 = data.auth;
-if(data84 && typeof data84 == "object" && !Array.isArray(data84)){
-for(const key17 in data84){
-if(!((((key17 === "resource") || (key17 === "scopes_supported")) || (key17 === "handshake_challenge")) || (key17 === "issuers"))){
-const err221 = {instancePath:instancePath+"/auth",schemaPath:"#/properties/auth/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key17},message:"must NOT have additional properties"};
+if((typeof data84 == "number") && (isFinite(data84))){
+if(data84 > 3600000 || isNaN(data84)){
+const err221 = {instancePath:instancePath+"/client_limits/answer_write_timeout_ms",schemaPath:"#/properties/client_limits/properties/answer_write_timeout_ms/maximum",keyword:"maximum",params:{comparison: "<=", limit: 3600000},message:"must be <= 3600000"};
 if(vErrors === null){
 vErrors = [err221];
 }
@@ -13349,12 +13361,8 @@ vErrors.push(err221);
 }
 errors++;
 }
-}
-if(data84.resource !== undefined){
-let data85 = data84.resource;
-if(typeof data85 === "string"){
-if(func1(data85) > 2048){
-const err222 = {instancePath:instancePath+"/auth/resource",schemaPath:"#/properties/auth/properties/resource/maxLength",keyword:"maxLength",params:{limit: 2048},message:"must NOT have more than 2048 characters"};
+if(data84 < 0 || isNaN(data84)){
+const err222 = {instancePath:instancePath+"/client_limits/answer_write_timeout_ms",schemaPath:"#/properties/client_limits/properties/answer_write_timeout_ms/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0},message:"must be >= 0"};
 if(vErrors === null){
 vErrors = [err222];
 }
@@ -13363,8 +13371,12 @@ vErrors.push(err222);
 }
 errors++;
 }
-if(!pattern18.test(data85)){
-const err223 = {instancePath:instancePath+"/auth/resource",schemaPath:"#/properties/auth/properties/resource/pattern",keyword:"pattern",params:{pattern: "^https?://"},message:"must match pattern \""+"^https?://"+"\""};
+}
+}
+if(data78.body_reads_per_address !== undefined){
+let data85 = data78.body_reads_per_address;
+if(!(((typeof data85 == "number") && (!(data85 % 1) && !isNaN(data85))) && (isFinite(data85)))){
+const err223 = {instancePath:instancePath+"/client_limits/body_reads_per_address",schemaPath:"#/properties/client_limits/properties/body_reads_per_address/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err223];
 }
@@ -13373,9 +13385,9 @@ vErrors.push(err223);
 }
 errors++;
 }
-}
-else {
-const err224 = {instancePath:instancePath+"/auth/resource",schemaPath:"#/properties/auth/properties/resource/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if((typeof data85 == "number") && (isFinite(data85))){
+if(data85 > 100000 || isNaN(data85)){
+const err224 = {instancePath:instancePath+"/client_limits/body_reads_per_address",schemaPath:"#/properties/client_limits/properties/body_reads_per_address/maximum",keyword:"maximum",params:{comparison: "<=", limit: 100000},message:"must be <= 100000"};
 if(vErrors === null){
 vErrors = [err224];
 }
@@ -13384,12 +13396,8 @@ vErrors.push(err224);
 }
 errors++;
 }
-}
-if(data84.scopes_supported !== undefined){
-let data86 = data84.scopes_supported;
-if(Array.isArray(data86)){
-if(data86.length > 64){
-const err225 = {instancePath:instancePath+"/auth/scopes_supported",schemaPath:"#/properties/auth/properties/scopes_supported/maxItems",keyword:"maxItems",params:{limit: 64},message:"must NOT have more than 64 items"};
+if(data85 < 1 || isNaN(data85)){
+const err225 = {instancePath:instancePath+"/client_limits/body_reads_per_address",schemaPath:"#/properties/client_limits/properties/body_reads_per_address/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1},message:"must be >= 1"};
 if(vErrors === null){
 vErrors = [err225];
 }
@@ -13398,12 +13406,12 @@ vErrors.push(err225);
 }
 errors++;
 }
-const len5 = data86.length;
-for(let i6=0; i6<len5; i6++){
-let data87 = data86[i6];
-if(typeof data87 === "string"){
-if(func1(data87) > 256){
-const err226 = {instancePath:instancePath+"/auth/scopes_supported/" + i6,schemaPath:"#/properties/auth/properties/scopes_supported/items/maxLength",keyword:"maxLength",params:{limit: 256},message:"must NOT have more than 256 characters"};
+}
+}
+if(data78.body_bytes_in_flight !== undefined){
+let data86 = data78.body_bytes_in_flight;
+if(!(((typeof data86 == "number") && (!(data86 % 1) && !isNaN(data86))) && (isFinite(data86)))){
+const err226 = {instancePath:instancePath+"/client_limits/body_bytes_in_flight",schemaPath:"#/properties/client_limits/properties/body_bytes_in_flight/type",keyword:"type",params:{type: "integer"},message:"must be integer"};
 if(vErrors === null){
 vErrors = [err226];
 }
@@ -13412,8 +13420,9 @@ vErrors.push(err226);
 }
 errors++;
 }
-if(func1(data87) < 1){
-const err227 = {instancePath:instancePath+"/auth/scopes_supported/" + i6,schemaPath:"#/properties/auth/properties/scopes_supported/items/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
+if((typeof data86 == "number") && (isFinite(data86))){
+if(data86 > 68719476736 || isNaN(data86)){
+const err227 = {instancePath:instancePath+"/client_limits/body_bytes_in_flight",schemaPath:"#/properties/client_limits/properties/body_bytes_in_flight/maximum",keyword:"maximum",params:{comparison: "<=", limit: 68719476736},message:"must be <= 68719476736"};
 if(vErrors === null){
 vErrors = [err227];
 }
@@ -13422,9 +13431,8 @@ vErrors.push(err227);
 }
 errors++;
 }
-}
-else {
-const err228 = {instancePath:instancePath+"/auth/scopes_supported/" + i6,schemaPath:"#/properties/auth/properties/scopes_supported/items/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(data86 < 1048576 || isNaN(data86)){
+const err228 = {instancePath:instancePath+"/client_limits/body_bytes_in_flight",schemaPath:"#/properties/client_limits/properties/body_bytes_in_flight/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1048576},message:"must be >= 1048576"};
 if(vErrors === null){
 vErrors = [err228];
 }
@@ -13434,18 +13442,10 @@ vErrors.push(err228);
 errors++;
 }
 }
-let i7 = data86.length;
-let j1;
-if(i7 > 1){
-const indices1 = {};
-for(;i7--;){
-let item1 = data86[i7];
-if(typeof item1 !== "string"){
-continue;
 }
-if(typeof indices1[item1] == "number"){
-j1 = indices1[item1];
-const err229 = {instancePath:instancePath+"/auth/scopes_supported",schemaPath:"#/properties/auth/properties/scopes_supported/uniqueItems",keyword:"uniqueItems",params:{i: i7, j: j1},message:"must NOT have duplicate items (items ## "+j1+" and "+i7+" are identical)"};
+}
+else {
+const err229 = {instancePath:instancePath+"/client_limits",schemaPath:"#/properties/client_limits/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err229];
 }
@@ -13453,14 +13453,14 @@ else {
 vErrors.push(err229);
 }
 errors++;
-break;
-}
-indices1[item1] = i7;
 }
 }
-}
-else {
-const err230 = {instancePath:instancePath+"/auth/scopes_supported",schemaPath:"#/properties/auth/properties/scopes_supported/type",keyword:"type",params:{type: "array"},message:"must be array"};
+if(data.auth !== undefined){
+let data87 = data.auth;
+if(data87 && typeof data87 == "object" && !Array.isArray(data87)){
+for(const key17 in data87){
+if(!((((key17 === "resource") || (key17 === "scopes_supported")) || (key17 === "handshake_challenge")) || (key17 === "issuers"))){
+const err230 = {instancePath:instancePath+"/auth",schemaPath:"#/properties/auth/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key17},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err230];
 }
@@ -13470,9 +13470,11 @@ vErrors.push(err230);
 errors++;
 }
 }
-if(data84.handshake_challenge !== undefined){
-if(typeof data84.handshake_challenge !== "boolean"){
-const err231 = {instancePath:instancePath+"/auth/handshake_challenge",schemaPath:"#/properties/auth/properties/handshake_challenge/type",keyword:"type",params:{type: "boolean"},message:"must be boolean"};
+if(data87.resource !== undefined){
+let data88 = data87.resource;
+if(typeof data88 === "string"){
+if(func1(data88) > 2048){
+const err231 = {instancePath:instancePath+"/auth/resource",schemaPath:"#/properties/auth/properties/resource/maxLength",keyword:"maxLength",params:{limit: 2048},message:"must NOT have more than 2048 characters"};
 if(vErrors === null){
 vErrors = [err231];
 }
@@ -13481,12 +13483,8 @@ vErrors.push(err231);
 }
 errors++;
 }
-}
-if(data84.issuers !== undefined){
-let data89 = data84.issuers;
-if(Array.isArray(data89)){
-if(data89.length > 32){
-const err232 = {instancePath:instancePath+"/auth/issuers",schemaPath:"#/properties/auth/properties/issuers/maxItems",keyword:"maxItems",params:{limit: 32},message:"must NOT have more than 32 items"};
+if(!pattern18.test(data88)){
+const err232 = {instancePath:instancePath+"/auth/resource",schemaPath:"#/properties/auth/properties/resource/pattern",keyword:"pattern",params:{pattern: "^https?://"},message:"must match pattern \""+"^https?://"+"\""};
 if(vErrors === null){
 vErrors = [err232];
 }
@@ -13495,16 +13493,9 @@ vErrors.push(err232);
 }
 errors++;
 }
-const len6 = data89.length;
-for(let i8=0; i8<len6; i8++){
-if(!(validate49(data89[i8], {instancePath:instancePath+"/auth/issuers/" + i8,parentData:data89,parentDataProperty:i8,rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate49.errors : vErrors.concat(validate49.errors);
-errors = vErrors.length;
-}
-}
 }
 else {
-const err233 = {instancePath:instancePath+"/auth/issuers",schemaPath:"#/properties/auth/properties/issuers/type",keyword:"type",params:{type: "array"},message:"must be array"};
+const err233 = {instancePath:instancePath+"/auth/resource",schemaPath:"#/properties/auth/properties/resource/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err233];
 }
@@ -13514,9 +13505,11 @@ vErrors.push(err233);
 errors++;
 }
 }
-}
-else {
-const err234 = {instancePath:instancePath+"/auth",schemaPath:"#/properties/auth/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(data87.scopes_supported !== undefined){
+let data89 = data87.scopes_supported;
+if(Array.isArray(data89)){
+if(data89.length > 64){
+const err234 = {instancePath:instancePath+"/auth/scopes_supported",schemaPath:"#/properties/auth/properties/scopes_supported/maxItems",keyword:"maxItems",params:{limit: 64},message:"must NOT have more than 64 items"};
 if(vErrors === null){
 vErrors = [err234];
 }
@@ -13525,11 +13518,12 @@ vErrors.push(err234);
 }
 errors++;
 }
-}
-if(data.log_level !== undefined){
-let data91 = data.log_level;
-if(typeof data91 !== "string"){
-const err235 = {instancePath:instancePath+"/log_level",schemaPath:"#/properties/log_level/type",keyword:"type",params:{type: "string"},message:"must be string"};
+const len6 = data89.length;
+for(let i8=0; i8<len6; i8++){
+let data90 = data89[i8];
+if(typeof data90 === "string"){
+if(func1(data90) > 256){
+const err235 = {instancePath:instancePath+"/auth/scopes_supported/" + i8,schemaPath:"#/properties/auth/properties/scopes_supported/items/maxLength",keyword:"maxLength",params:{limit: 256},message:"must NOT have more than 256 characters"};
 if(vErrors === null){
 vErrors = [err235];
 }
@@ -13538,8 +13532,8 @@ vErrors.push(err235);
 }
 errors++;
 }
-if(!(((((((data91 === "fatal") || (data91 === "error")) || (data91 === "warn")) || (data91 === "info")) || (data91 === "debug")) || (data91 === "trace")) || (data91 === "silent"))){
-const err236 = {instancePath:instancePath+"/log_level",schemaPath:"#/properties/log_level/enum",keyword:"enum",params:{allowedValues: schema72.properties.log_level.enum},message:"must be equal to one of the allowed values"};
+if(func1(data90) < 1){
+const err236 = {instancePath:instancePath+"/auth/scopes_supported/" + i8,schemaPath:"#/properties/auth/properties/scopes_supported/items/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
 if(vErrors === null){
 vErrors = [err236];
 }
@@ -13549,11 +13543,8 @@ vErrors.push(err236);
 errors++;
 }
 }
-if(data.key_pepper !== undefined){
-let data92 = data.key_pepper;
-if(typeof data92 === "string"){
-if(func1(data92) > 1024){
-const err237 = {instancePath:instancePath+"/key_pepper",schemaPath:"#/properties/key_pepper/maxLength",keyword:"maxLength",params:{limit: 1024},message:"must NOT have more than 1024 characters"};
+else {
+const err237 = {instancePath:instancePath+"/auth/scopes_supported/" + i8,schemaPath:"#/properties/auth/properties/scopes_supported/items/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err237];
 }
@@ -13562,8 +13553,19 @@ vErrors.push(err237);
 }
 errors++;
 }
-if(func1(data92) < 32){
-const err238 = {instancePath:instancePath+"/key_pepper",schemaPath:"#/properties/key_pepper/minLength",keyword:"minLength",params:{limit: 32},message:"must NOT have fewer than 32 characters"};
+}
+let i9 = data89.length;
+let j2;
+if(i9 > 1){
+const indices2 = {};
+for(;i9--;){
+let item2 = data89[i9];
+if(typeof item2 !== "string"){
+continue;
+}
+if(typeof indices2[item2] == "number"){
+j2 = indices2[item2];
+const err238 = {instancePath:instancePath+"/auth/scopes_supported",schemaPath:"#/properties/auth/properties/scopes_supported/uniqueItems",keyword:"uniqueItems",params:{i: i9, j: j2},message:"must NOT have duplicate items (items ## "+j2+" and "+i9+" are identical)"};
 if(vErrors === null){
 vErrors = [err238];
 }
@@ -13571,10 +13573,14 @@ else {
 vErrors.push(err238);
 }
 errors++;
+break;
+}
+indices2[item2] = i9;
+}
 }
 }
 else {
-const err239 = {instancePath:instancePath+"/key_pepper",schemaPath:"#/properties/key_pepper/type",keyword:"type",params:{type: "string"},message:"must be string"};
+const err239 = {instancePath:instancePath+"/auth/scopes_supported",schemaPath:"#/properties/auth/properties/scopes_supported/type",keyword:"type",params:{type: "array"},message:"must be array"};
 if(vErrors === null){
 vErrors = [err239];
 }
@@ -13584,14 +13590,128 @@ vErrors.push(err239);
 errors++;
 }
 }
-}
-else {
-const err240 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(data87.handshake_challenge !== undefined){
+if(typeof data87.handshake_challenge !== "boolean"){
+const err240 = {instancePath:instancePath+"/auth/handshake_challenge",schemaPath:"#/properties/auth/properties/handshake_challenge/type",keyword:"type",params:{type: "boolean"},message:"must be boolean"};
 if(vErrors === null){
 vErrors = [err240];
 }
 else {
 vErrors.push(err240);
+}
+errors++;
+}
+}
+if(data87.issuers !== undefined){
+let data92 = data87.issuers;
+if(Array.isArray(data92)){
+if(data92.length > 32){
+const err241 = {instancePath:instancePath+"/auth/issuers",schemaPath:"#/properties/auth/properties/issuers/maxItems",keyword:"maxItems",params:{limit: 32},message:"must NOT have more than 32 items"};
+if(vErrors === null){
+vErrors = [err241];
+}
+else {
+vErrors.push(err241);
+}
+errors++;
+}
+const len7 = data92.length;
+for(let i10=0; i10<len7; i10++){
+if(!(validate49(data92[i10], {instancePath:instancePath+"/auth/issuers/" + i10,parentData:data92,parentDataProperty:i10,rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate49.errors : vErrors.concat(validate49.errors);
+errors = vErrors.length;
+}
+}
+}
+else {
+const err242 = {instancePath:instancePath+"/auth/issuers",schemaPath:"#/properties/auth/properties/issuers/type",keyword:"type",params:{type: "array"},message:"must be array"};
+if(vErrors === null){
+vErrors = [err242];
+}
+else {
+vErrors.push(err242);
+}
+errors++;
+}
+}
+}
+else {
+const err243 = {instancePath:instancePath+"/auth",schemaPath:"#/properties/auth/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err243];
+}
+else {
+vErrors.push(err243);
+}
+errors++;
+}
+}
+if(data.log_level !== undefined){
+let data94 = data.log_level;
+if(typeof data94 !== "string"){
+const err244 = {instancePath:instancePath+"/log_level",schemaPath:"#/properties/log_level/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err244];
+}
+else {
+vErrors.push(err244);
+}
+errors++;
+}
+if(!(((((((data94 === "fatal") || (data94 === "error")) || (data94 === "warn")) || (data94 === "info")) || (data94 === "debug")) || (data94 === "trace")) || (data94 === "silent"))){
+const err245 = {instancePath:instancePath+"/log_level",schemaPath:"#/properties/log_level/enum",keyword:"enum",params:{allowedValues: schema72.properties.log_level.enum},message:"must be equal to one of the allowed values"};
+if(vErrors === null){
+vErrors = [err245];
+}
+else {
+vErrors.push(err245);
+}
+errors++;
+}
+}
+if(data.key_pepper !== undefined){
+let data95 = data.key_pepper;
+if(typeof data95 === "string"){
+if(func1(data95) > 1024){
+const err246 = {instancePath:instancePath+"/key_pepper",schemaPath:"#/properties/key_pepper/maxLength",keyword:"maxLength",params:{limit: 1024},message:"must NOT have more than 1024 characters"};
+if(vErrors === null){
+vErrors = [err246];
+}
+else {
+vErrors.push(err246);
+}
+errors++;
+}
+if(func1(data95) < 32){
+const err247 = {instancePath:instancePath+"/key_pepper",schemaPath:"#/properties/key_pepper/minLength",keyword:"minLength",params:{limit: 32},message:"must NOT have fewer than 32 characters"};
+if(vErrors === null){
+vErrors = [err247];
+}
+else {
+vErrors.push(err247);
+}
+errors++;
+}
+}
+else {
+const err248 = {instancePath:instancePath+"/key_pepper",schemaPath:"#/properties/key_pepper/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err248];
+}
+else {
+vErrors.push(err248);
+}
+errors++;
+}
+}
+}
+else {
+const err249 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err249];
+}
+else {
+vErrors.push(err249);
 }
 errors++;
 }

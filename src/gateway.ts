@@ -59,6 +59,8 @@ import type { OriginPolicy } from './transport/http-headers';
 import protocol from '../spec/protocol-v1.json';
 import type { ToolBinding } from './tools/types';
 
+import { auditKeyring, type AuditKeyring } from './audit/key';
+
 export { CACHE_CHANNEL };
 
 /** Options of startGovernedGateway. */
@@ -77,6 +79,12 @@ export interface GovernedGatewayOptions {
   routes?: GatewayAppOptions['routes'];
   /** A listening server to take over (the standby's; see serveGovernedGateway) instead of opening one. */
   server?: Server;
+  /**
+   * The audit keys (src/audit/key.ts), asked once the control database is open (the embedded one's
+   * generated key lives in its data dir). Absent: auditKeyring(config.audit). With a signing key the
+   * writer lanes write chain format 5 (keyed), else format 3.
+   */
+  auditKeys?: () => AuditKeyring;
 }
 
 /** A running governed gateway. */
@@ -279,7 +287,9 @@ export async function startGovernedGateway(opts: GovernedGatewayOptions): Promis
   // The audit writer has its own connections, bounded by the commit timeout (fail closed, issue 11).
   const auditCommitMs = config.audit?.commit_timeout_ms ?? 2000;
   const auditPool = openAuditPool(db.url, auditCommitMs, logger);
-  const auditSink = new GroupCommitAuditSink(auditPool, logger, { commitTimeoutMs: auditCommitMs });
+  const auditKeys = opts.auditKeys ? opts.auditKeys() : auditKeyring(config.audit);
+  const auditSink = new GroupCommitAuditSink(auditPool, logger, { commitTimeoutMs: auditCommitMs, key: auditKeys.signing });
+  if (!auditKeys.signing) logger.info({ component: 'audit' }, 'no audit key (audit.key / INTERLOCK_AUDIT_KEY): audit batches are unkeyed (format 3), so a holder of the database credential could forge them (docs/operators.md "The audit key")');
   // Admission by capacity (issue 29): fed by call latency, event-loop delay and the audit writer's queue.
   const capacity = capacityLimiter(config.admission ?? DEFAULT_CONFIG.admission!, () => auditSink.pendingEvents());
   // At level debug: the limiter's state every 100 ms (bench/admission-trace.ts reads these lines).

@@ -19,18 +19,31 @@
  * leaves an open chain, never a gap. A batch the server refused (an ErrorResponse: rolled back) keeps
  * the chain as it was. `interlock audit verify` checks every chain (verify.ts).
  *
+ * Format 5 (red team rt45b F1; migration 20261216100000000_audit-keyed-chain_f1.sql): the same chain
+ * with the gateway's audit key (key.ts). Its tag, stored in `hash`, is
+ *
+ *   HMAC-SHA-256(key, prev_hash ‖ UTF8("interlock-audit-v5\n" ‖ key_id ‖ "\n" ‖ chain_id ‖ "\n" ‖ seq ‖ … as format 3))
+ *
+ * and the batch records the key's id in `mac_key_id`, so verify picks the key (rotation). A lane
+ * given a key writes format 5 only; once the trail holds a format-5 genesis, the database refuses
+ * format-3 batches (the migration's trigger) and verify names any as `unkeyed_batch`.
+ *
  * The statement: a batch of at most VALUES_MAX_EVENTS events is appended by a multi-row VALUES
  * INSERT of its own size (chainValuesStatement, one named statement per size), a larger one by
  * unnest of twenty array literals (CHAIN_APPEND_STATEMENT); both store the same rows, hashed the same.
  */
-import { createHash, randomUUID } from 'node:crypto';
+import { createHash, createHmac, randomUUID } from 'node:crypto';
 import type pg from 'pg';
 import { appendAuditBatch, isConnectionError } from './append';
 import { canonicalAuditJson, eventsText, normalizeAuditRow } from './event-text';
+import type { AuditKey } from './key';
 import type { AuditRowInput } from './types';
 
 /** The first line of a format-3 batch's hashed header. */
 export const CHAIN_V3_TAG = 'interlock-audit-v3';
+
+/** The first line of a format-5 (keyed) batch's tagged header. */
+export const CHAIN_V5_TAG = 'interlock-audit-v5';
 
 /** How many of the trail's newest batches a genesis looks at for the heads of other chains. */
 const ANCHOR_WINDOW = 256;
@@ -40,6 +53,17 @@ export function batchHashV3(prev: Buffer | null, chainId: string, seq: string, c
   const h = createHash('sha256');
   if (prev) h.update(prev);
   h.update(`${CHAIN_V3_TAG}\n${chainId}\n${seq}\n${committed}\n${mark}\n${anchors}\n${batchText}`, 'utf8');
+  return h.digest();
+}
+
+/**
+ * A format-5 batch's tag (see the module comment): HMAC-SHA-256 under `key` over the format-3 input
+ * with the key's id in the header. `committed` as for batchHashV3.
+ */
+export function batchTagV5(key: AuditKey, prev: Buffer | null, chainId: string, seq: string, committed: string, mark: string, anchors: string, batchText: string): Buffer {
+  const h = createHmac('sha256', key.secret);
+  if (prev) h.update(prev);
+  h.update(`${CHAIN_V5_TAG}\n${key.id}\n${chainId}\n${seq}\n${committed}\n${mark}\n${anchors}\n${batchText}`, 'utf8');
   return h.digest();
 }
 
@@ -88,13 +112,20 @@ export async function readAnchors(pool: pg.Pool): Promise<ChainAnchor[]> {
   return r.rows;
 }
 
-/** The append statement of format 3: the batch row and its events, one statement, one commit; returns the batch id. */
-export const CHAIN_APPEND_STATEMENT = {
-  name: 'interlock_audit_append_v3',
-  text: `WITH b AS (
+/** The batch row of an append: format 3, or format 5 with the key id in parameter `$keyParam` (chain.ts module comment). */
+function batchInsert(keyParam: number | null): string {
+  return keyParam === null
+    ? `WITH b AS (
   INSERT INTO audit_batches (committed_at, event_count, prev_hash, hash, format, chain_id, seq, mark, anchors)
   VALUES ($1::timestamptz, $2::integer, $3::bytea, $4::bytea, 3, $5::uuid, $6::bigint, $7::text, $8::text) RETURNING id
-), e AS (
+)`
+    : `WITH b AS (
+  INSERT INTO audit_batches (committed_at, event_count, prev_hash, hash, format, chain_id, seq, mark, anchors, mac_key_id)
+  VALUES ($1::timestamptz, $2::integer, $3::bytea, $4::bytea, 5, $5::uuid, $6::bigint, $7::text, $8::text, $${keyParam}::text) RETURNING id
+)`;
+}
+
+const UNNEST_EVENTS = `e AS (
   INSERT INTO audit_events (kind, time, request_id, identity_id, key_id, tool, canonical_tool, dialect, protocol_version, decision,
       reason_code, source_id, action, fingerprint, relations, row_count, duration_ms, approval_id, operator, details, batch_id, recorded_at)
   SELECT u.kind, u.time, u.request_id, u.identity_id, u.key_id, u.tool, u.canonical_tool, u.dialect, u.protocol_version, u.decision,
@@ -106,8 +137,13 @@ export const CHAIN_APPEND_STATEMENT = {
         reason_code, source_id, action, fingerprint, relations, row_count, duration_ms, approval_id, operator, details, ord)
    ORDER BY u.ord
 )
-SELECT id AS b FROM b`,
-};
+SELECT id AS b FROM b`;
+
+/** The append statement of format 3: the batch row and its events, one statement, one commit; returns the batch id. */
+export const CHAIN_APPEND_STATEMENT = { name: 'interlock_audit_append_v3', text: `${batchInsert(null)}, ${UNNEST_EVENTS}` };
+
+/** CHAIN_APPEND_STATEMENT of format 5: the same, with the key id (mac_key_id) as $29. */
+export const CHAIN_APPEND_STATEMENT_V5 = { name: 'interlock_audit_append_v5', text: `${batchInsert(29)}, ${UNNEST_EVENTS}` };
 
 /** Backslash or double quote: what an array literal's quoted element must escape. */
 const ESCAPED = /[\\"]/;
@@ -124,6 +160,7 @@ const EVENT_COLUMN_LIST = `kind, time, request_id, identity_id, key_id, tool, ca
     reason_code, source_id, action, fingerprint, relations, row_count, duration_ms, approval_id, operator, details, batch_id, recorded_at`;
 
 const valuesStatements: Array<{ name: string; text: string }> = [];
+const valuesStatementsV5: Array<{ name: string; text: string }> = [];
 
 /**
  * The append statement of format 3 for a batch of exactly `n` events (0 ≤ n ≤ VALUES_MAX_EVENTS):
@@ -132,16 +169,16 @@ const valuesStatements: Array<{ name: string; text: string }> = [];
  * target column. Issue 28: on the backend it costs ~65 µs less per batch of three than unnest of
  * twenty array literals (bench/audit-v3-parts.ts). Ids follow the VALUES order, so the events' id
  * order is the batch's order. One named statement per size (`interlock_audit_append_v3_<n>`),
- * prepared once per connection on first use; returns the batch id. Throws RangeError outside 0–VALUES_MAX_EVENTS.
+ * prepared once per connection on first use; returns the batch id. With `keyed`, the format-5
+ * statement (`interlock_audit_append_v5_<n>`): the key id (mac_key_id) is the last parameter,
+ * $(9 + 20n). Throws RangeError outside 0–VALUES_MAX_EVENTS.
  */
-export function chainValuesStatement(n: number): { name: string; text: string } {
+export function chainValuesStatement(n: number, keyed = false): { name: string; text: string } {
   if (!Number.isInteger(n) || n < 0 || n > VALUES_MAX_EVENTS) throw new RangeError(`a VALUES append holds 0–${VALUES_MAX_EVENTS} events, not ${n}`);
-  const cached = valuesStatements[n];
+  const cache = keyed ? valuesStatementsV5 : valuesStatements;
+  const cached = cache[n];
   if (cached) return cached;
-  const batch = `WITH b AS (
-  INSERT INTO audit_batches (committed_at, event_count, prev_hash, hash, format, chain_id, seq, mark, anchors)
-  VALUES ($1::timestamptz, $2::integer, $3::bytea, $4::bytea, 3, $5::uuid, $6::bigint, $7::text, $8::text) RETURNING id
-)`;
+  const batch = batchInsert(keyed ? 9 + 20 * n : null);
   // kind ($9) and details ($28) typed by their base types: their columns are domains (migration
   // 20261214100000000), and a parameter typed by a domain is read by domain_in, which sets up the
   // domain's checks afresh for every value; cast, the plan's CoerceToDomain checks them with the
@@ -152,7 +189,7 @@ export function chainValuesStatement(n: number): { name: string; text: string } 
     n === 0
       ? `${batch}\nSELECT id AS b FROM b`
       : `${batch}, e AS (\n  INSERT INTO audit_events (${EVENT_COLUMN_LIST})\n  VALUES ${Array.from({ length: n }, (_, k) => row(k)).join(',\n    ')}\n)\nSELECT id AS b FROM b`;
-  return (valuesStatements[n] = { name: `interlock_audit_append_v3_${n}`, text });
+  return (cache[n] = { name: `interlock_audit_append_v${keyed ? 5 : 3}_${n}`, text });
 }
 
 /** `s` as an element of a PostgreSQL array literal (always quoted; backslash and quote escaped). */
@@ -244,7 +281,14 @@ export class ChainLane {
   /** Batches this lane committed (all chains). */
   committed = 0;
 
-  constructor(private readonly pool: pg.Pool) {}
+  /**
+   * `key`: the audit key (key.ts) every batch of this lane is tagged with (format 5); null or absent:
+   * format 3, unkeyed.
+   */
+  constructor(
+    private readonly pool: pg.Pool,
+    private readonly key: AuditKey | null = null,
+  ) {}
 
   /** The lane's chain id and next seq (tests, logs). */
   get position(): { chainId: string; seq: string } {
@@ -273,13 +317,16 @@ export class ChainLane {
     const seq = this.seq.toString();
     // Each event's details serialised once, for the hashed text and the stored rows (issue 28 item 3).
     const details = normal.map((r) => canonicalAuditJson(r.details));
-    const hash = batchHashV3(this.prevHash, this.chainId, seq, committed, mark, anchors, eventsText(normal, details));
+    const key = this.key;
+    const text = eventsText(normal, details);
+    const hash = key ? batchTagV5(key, this.prevHash, this.chainId, seq, committed, mark, anchors, text) : batchHashV3(this.prevHash, this.chainId, seq, committed, mark, anchors, text);
     const small = normal.length <= VALUES_MAX_EVENTS;
     // $1–$8, then the events' parameters pushed in place (no spread through the array iterator: h28e).
     const values: unknown[] = [committedIso, String(normal.length), this.prevHash, hash, this.chainId, seq, mark || null, anchors || null];
     if (small) eventValues(normal, details, values);
     else for (const col of eventColumns(normal, details)) values.push(col);
-    const statement = small ? chainValuesStatement(normal.length) : CHAIN_APPEND_STATEMENT;
+    if (key) values.push(key.id);
+    const statement = small ? chainValuesStatement(normal.length, key !== null) : key ? CHAIN_APPEND_STATEMENT_V5 : CHAIN_APPEND_STATEMENT;
     try {
       const id = await appendAuditBatch(this.pool, { statement, values }, timeoutMs - (Date.now() - started));
       this.prevHash = hash;

@@ -9,7 +9,12 @@
  * its own: links, seq without gaps or repeats, nothing after a seal, every genesis's anchors; format
  * 4 (the config chain of governance changes, migration 20261208220000000) as format 2, linked to
  * the previous format-4 batch. A kind-config event in a format-3 batch (the gateway's writer lanes,
- * which write tool calls only) is named as forged (`misplaced_config`).
+ * which write tool calls only) is named as forged (`misplaced_config`). Format 5 (the keyed chain,
+ * chain.ts; red team rt45b F1) as format 3, its tag recomputed with the audit key its mac_key_id
+ * names (`unknown_key` when no key given has that id); once the trail holds a keyed batch (or
+ * audit_keyed_trail says it must), a later format-3 batch is named `unkeyed_batch`. Without any key,
+ * keyed batches are checked for their links only and the report says they are not authenticated
+ * (`keyed.fault` 'key_needed', ok false).
  *
  * What it proves, and what not, is written in docs/operators.md ("Audit trail").
  */
@@ -20,7 +25,8 @@ import { createGunzip } from 'node:zlib';
 import type pg from 'pg';
 import type { ControlDb } from '../control/db';
 import { ControlError, ValidationError } from '../control/errors';
-import { batchHashV3, parseAnchors, type ChainAnchor } from './chain';
+import { batchHashV3, batchTagV5, parseAnchors, type ChainAnchor } from './chain';
+import type { AuditKey } from './key';
 import { batchHashV2, batchHashV4, eventsText, rowFromStored, type StoredEventV2 } from './event-text';
 import type { AuditRowInput } from './types';
 import { PENDING_STALE_MS } from './pending';
@@ -32,9 +38,13 @@ import { PENDING_STALE_MS } from './pending';
  * (`anchor_mismatch`: a chain deleted or cut short); events name a batch that does not exist
  * (`events_without_batch`); a format-3 batch (a writer lane's, tool calls only) holds a kind-config
  * event (`misplaced_config`: a governance change forged by a holder of the runtime role's
- * credential, whose direct INSERTs may store format-3 batches only; red team rtgov finding 4).
+ * credential, whose direct INSERTs may store format-3 batches only; red team rtgov finding 4); a
+ * format-3 batch after the trail became keyed, or a format-1/2 batch then holding a tool-call event
+ * other than a queued write's (`unkeyed_batch`: written without the audit key, so by anyone holding
+ * the runtime role's credential, through its INSERTs or the append functions; red team rt45b F1); a format-5 batch whose key id
+ * names none of the keys given (`unknown_key`: a key forged, or an old key not passed to verify).
  */
-export type ChainFault = 'hash_mismatch' | 'broken_link' | 'inserted_batch' | 'anchor_mismatch' | 'events_without_batch' | 'misplaced_config';
+export type ChainFault = 'hash_mismatch' | 'broken_link' | 'inserted_batch' | 'anchor_mismatch' | 'events_without_batch' | 'misplaced_config' | 'unkeyed_batch' | 'unknown_key';
 
 /** One batch that does not match. `committedAt` is null for events whose batch does not exist. */
 export interface ChainMismatch {
@@ -72,6 +82,14 @@ export interface VerifyReport {
    * 'pending_stale' and `ok` is false: the chain's lock was held that long, or no gateway seals them.
    */
   pending: { events: number; oldest: string | null; stale: number; fault: 'pending_stale' | null };
+  /**
+   * Keyed (format-5) batches (red team rt45b F1): `batches` seen; `authenticated` whose tag matched
+   * under a key given; `unauthenticated` not authenticated because no key was given (their links were
+   * checked). When there are any, `fault` is 'key_needed' and `ok` is false: without the key, verify
+   * cannot tell the gateway's batches from forged ones. `keyedSince` is the batch id from which an
+   * unkeyed batch is a fault (the first keyed batch, or audit_keyed_trail's since_batch), or null.
+   */
+  keyed: { batches: number; authenticated: number; unauthenticated: number; fault: 'key_needed' | null; keyedSince: string | null };
 }
 
 /** Batches read per page (fewer when they hold more than PAGE_EVENTS events together). */
@@ -160,11 +178,15 @@ interface BatchCheck {
   archived: boolean;
   /** A stored value no writer produces: a time before year 1 or infinite, a relations array not 1-based and one-dimensional. */
   unwritable: boolean;
-  /** Format 3: the chain, the place in it, 'seal' or null, the genesis's anchors text. */
+  /** The batch holds a tool-call event other than a queued write's (decision queued, with its approval id): what only the writer lanes store. */
+  loose_calls: boolean;
+  /** Format 3 and 5: the chain, the place in it, 'seal' or null, the genesis's anchors text. */
   chain_id: string | null;
   seq: string | null;
   mark: string | null;
   anchors: string | null;
+  /** Format 5: the id of the audit key that tagged it. */
+  mac_key_id: string | null;
 }
 
 /** A stored event of a format-2 batch, as verify reads it. */
@@ -236,6 +258,14 @@ function recomputeV3(b: BatchCheck, rows: StoredV2Row[]): Buffer | null {
   return batchHashV3(b.prev_hash, b.chain_id, b.seq, b.committed_text, b.mark ?? '', b.anchors ?? '', eventsText(input));
 }
 
+/** Recomputes a format-5 batch's tag under `key` (chain.ts batchTagV5); null as recomputeV3. */
+function recomputeV5(b: BatchCheck, rows: StoredV2Row[], key: AuditKey): Buffer | null {
+  const input = storedRows(b, rows);
+  if (!input || b.chain_id === null || b.seq === null || b.mac_key_id !== key.id) return null;
+  if (b.seq === '0' ? b.anchors === null || parseAnchors(b.anchors) === null : b.anchors !== null) return null;
+  return batchTagV5(key, b.prev_hash, b.chain_id, b.seq, b.committed_text, b.mark ?? '', b.anchors ?? '', eventsText(input));
+}
+
 /** Where verify stands in one format-3 chain. */
 interface ChainState {
   seq: bigint;
@@ -257,7 +287,8 @@ interface ChainState {
  * batches here (event-text.ts). Memory is bounded by pages of at most 1,000 batches and about
  * 20,000 events. Throws ValidationError for an unreadable archive file.
  */
-export async function verifyAuditChain(db: ControlDb, opts: { since?: Date; archiveFile?: string } = {}): Promise<VerifyReport> {
+export async function verifyAuditChain(db: ControlDb, opts: { since?: Date; archiveFile?: string; keys?: ReadonlyMap<string, AuditKey> } = {}): Promise<VerifyReport> {
+  const keys = opts.keys ?? new Map<string, AuditKey>();
   const c = await db.pool.connect();
   try {
     // Times read in a form the driver parses whatever the database's or role's defaults (format-1
@@ -281,7 +312,13 @@ export async function verifyAuditChain(db: ControlDb, opts: { since?: Date; arch
       mismatchCount: 0,
       firstMismatch: null,
       pending: { events: 0, oldest: null, stale: 0, fault: null },
+      keyed: { batches: 0, authenticated: 0, unauthenticated: 0, fault: null, keyedSince: null },
     };
+    // From which batch id an unkeyed (format-3) batch is a fault: the owner's audit_keyed_trail, else the first keyed batch met below.
+    // A trail not migrated to format 5 yet (migration 20261216100000000) has neither that table nor mac_key_id.
+    const keyedSchema = (await c.query<{ k: boolean }>("SELECT to_regclass('audit_keyed_trail') IS NOT NULL AS k")).rows[0].k;
+    const latch = keyedSchema ? await c.query<{ since: string }>('SELECT since_batch::text AS since FROM audit_keyed_trail') : { rows: [] };
+    let keyedSince: bigint | null = latch.rows.length ? BigInt(latch.rows[0].since) : null;
     const pend = await c.query<{ n: number; oldest: Date | null; stale: number }>(
       'SELECT count(*)::int AS n, min(time) AS oldest, count(*) FILTER (WHERE time < clock_timestamp() - make_interval(secs => $1::float8 / 1000))::int AS stale FROM audit_pending_events',
       [PENDING_STALE_MS],
@@ -324,14 +361,15 @@ export async function verifyAuditChain(db: ControlDb, opts: { since?: Date; arch
       const r = await c.query<BatchCheck>(
         `WITH valid_archives AS (${VALID_ARCHIVES})
          SELECT b.id::text AS id, b.committed_at, to_char(b.committed_at AT TIME ZONE 'UTC', ${UTC_US}) AS committed_text, b.format, b.event_count,
-                b.prev_hash, b.hash, count(e.id)::int AS events, b.chain_id::text AS chain_id, b.seq::text AS seq, b.mark, b.anchors,
+                b.prev_hash, b.hash, count(e.id)::int AS events, b.chain_id::text AS chain_id, b.seq::text AS seq, b.mark, b.anchors, ${keyedSchema ? 'b.mac_key_id' : 'NULL::text AS mac_key_id'},
                 CASE WHEN b.format = 1 THEN
                   interlock_audit_batch_hash(b.prev_hash, b.id, string_agg(interlock_audit_event_text(to_jsonb(e), e.time, e.recorded_at), E'\\n' ORDER BY e.id))
                 END AS recomputed,
                 EXISTS (SELECT 1 FROM valid_archives a WHERE b.committed_at >= a.range_from AND b.committed_at < a.range_to AND b.id BETWEEN a.first_batch_id AND a.last_batch_id) AS archived,
                 NOT isfinite(b.committed_at) OR b.committed_at < ${YEAR_ONE}
                   OR coalesce(bool_or(NOT isfinite(e.time) OR e.time < ${YEAR_ONE} OR NOT isfinite(e.recorded_at) OR e.recorded_at < ${YEAR_ONE}
-                    OR (cardinality(e.relations) > 0 AND (array_lower(e.relations, 1) <> 1 OR array_ndims(e.relations) <> 1))), false) AS unwritable
+                    OR (cardinality(e.relations) > 0 AND (array_lower(e.relations, 1) <> 1 OR array_ndims(e.relations) <> 1))), false) AS unwritable,
+                coalesce(bool_or(e.kind = 'tool_call' AND (e.decision IS DISTINCT FROM 'queued' OR e.approval_id IS NULL)), false) AS loose_calls
          FROM audit_batches b LEFT JOIN ${evSource} e ON e.batch_id = b.id
          WHERE b.id BETWEEN $1 AND $2
          GROUP BY b.id ORDER BY b.id`,
@@ -361,7 +399,8 @@ export async function verifyAuditChain(db: ControlDb, opts: { since?: Date; arch
       for (const b of r.rows) {
         const m = (f: ChainFault) => fault({ batchId: b.id, committedAt: safeIso(b.committed_at), fault: f });
         let linked = true;
-        if (b.format === 3) {
+        if (b.format === 5) report.keyed.batches++;
+        if (b.format === 3 || b.format === 5) {
           const key = b.chain_id ?? '';
           const st = chains.get(key);
           const seq = BigInt(b.seq ?? '-1');
@@ -392,18 +431,35 @@ export async function verifyAuditChain(db: ControlDb, opts: { since?: Date; arch
         } else if (b.unwritable) m('hash_mismatch');
         else if (b.archived && b.events === 0 && b.event_count > 0 && fileSpan && b.committed_at >= fileSpan.from && b.committed_at <= fileSpan.to) m('hash_mismatch');
         else if (b.archived && b.events === 0) report.archivedBatchesSkipped++;
+        else if (b.format === 5 && keys.size === 0) {
+          // No key: its links were checked above, its tag cannot be (ok is false: key_needed).
+          report.keyed.unauthenticated++;
+          keyedSince ??= BigInt(b.id);
+        } else if (b.format === 5 && !keys.has(b.mac_key_id ?? '')) m('unknown_key');
         else {
           let recomputed: Buffer | null;
           try {
-            recomputed = b.format === 3 ? recomputeV3(b, v2.get(b.id) ?? []) : b.format === 4 ? recomputeV4(b, v2.get(b.id) ?? []) : b.format === 2 ? recomputeV2(b, v2.get(b.id) ?? []) : b.recomputed;
+            recomputed =
+              b.format === 5 ? recomputeV5(b, v2.get(b.id) ?? [], keys.get(b.mac_key_id ?? '')!)
+              : b.format === 3 ? recomputeV3(b, v2.get(b.id) ?? [])
+              : b.format === 4 ? recomputeV4(b, v2.get(b.id) ?? [])
+              : b.format === 2 ? recomputeV2(b, v2.get(b.id) ?? [])
+              : b.recomputed;
           } catch {
             recomputed = null; // a stored value no writer produces (e.g. nested past any limit)
           }
           if (!bufEq(recomputed, b.hash)) m('hash_mismatch');
-          else if (b.format === 3 && (v2.get(b.id) ?? []).some((e) => e.kind === 'config')) m('misplaced_config');
+          else if ((b.format === 3 || b.format === 5) && (v2.get(b.id) ?? []).some((e) => e.kind === 'config')) m('misplaced_config');
+          // After the trail became keyed, tool calls come from the keyed lanes; a format-1/2 batch (the
+          // database's append functions, which the runtime role may call) holds only a queued write's.
+          else if ((b.format === 3 || (b.format <= 2 && b.loose_calls)) && keyedSince !== null && BigInt(b.id) > keyedSince) m('unkeyed_batch');
           else {
             report.batchesChecked++;
             report.eventsChecked += b.events;
+            if (b.format === 5) {
+              report.keyed.authenticated++;
+              keyedSince ??= BigInt(b.id);
+            }
           }
         }
         if (b.format < 3) prevHash = b.hash;
@@ -428,6 +484,11 @@ export async function verifyAuditChain(db: ControlDb, opts: { since?: Date; arch
         report.mismatches.length = Math.min(report.mismatches.length, MAX_LISTED);
         report.firstMismatch = report.mismatches[0];
       }
+    }
+    report.keyed.keyedSince = keyedSince === null ? null : keyedSince.toString();
+    if (report.keyed.unauthenticated > 0) {
+      report.keyed.fault = 'key_needed';
+      report.ok = false;
     }
     report.chains = chains.size;
     report.openChains = [...chains.values()].filter((x) => !x.sealed).length;

@@ -14,6 +14,7 @@ import { iso } from '../control/ids';
 import { controlPool } from '../control/targets';
 import { appendAuditBatch, setSessionStatementTimeout } from './append';
 import { ChainLane } from './chain';
+import type { AuditKey } from './key';
 import { eventsText, normalizeAuditRow } from './event-text';
 import type { APPROVAL_ACTIONS, AuditKind, AuditRowInput, AuditSink, ToolCallAuditEvent } from './types';
 
@@ -177,6 +178,8 @@ export interface GroupCommitOptions {
    * control database's CPU per call); a stalled commit still lets the next batch commit beside it.
    */
   overlapAfterMs?: number | 'auto';
+  /** The audit key that tags every lane's batches (chain format 5, chain.ts; src/audit/key.ts); absent or null: format 3, unkeyed. */
+  key?: AuditKey | null;
 }
 
 /** 'auto' overlap: a batch in flight longer than this many typical batches counts as stalled. */
@@ -201,7 +204,8 @@ interface Waiter {
  * The durable audit writer (issue 11, Build 1–2; issue 28): `record` resolves only after the
  * event's batch has committed. Writer lanes (default two) drain one queue in arrival order: an idle
  * lane takes every waiting event (up to maxBatch) and stores them as its chain's next batch (chain
- * format 3, chain.ts: hashed here, one INSERT statement and one commit), then settles those waiters
+ * format 3, or 5 tagged with the audit key given as `key`, chain.ts: hashed here, one INSERT statement
+ * and one commit), then settles those waiters
  * and takes the next batch. So up to `lanes` batches commit at once, each lane keeps its own chain in
  * order with one batch in flight, and a crash between two batches leaves open chains, never a gap.
  * At concurrency 1 that is one commit per call; under load events that arrive during a commit share
@@ -242,7 +246,7 @@ export class GroupCommitAuditSink implements AuditSink {
     private readonly opts: GroupCommitOptions = {},
   ) {
     this.timeoutMs = opts.commitTimeoutMs ?? 2000;
-    this.lanes = Array.from({ length: Math.max(1, Math.trunc(opts.lanes ?? 2)) }, () => new ChainLane(pool));
+    this.lanes = Array.from({ length: Math.max(1, Math.trunc(opts.lanes ?? 2)) }, () => new ChainLane(pool, opts.key ?? null));
     this.idle = [...this.lanes];
   }
 

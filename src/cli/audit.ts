@@ -10,6 +10,7 @@ import { verifyAuditChain } from '../audit/verify';
 import { PENDING_STALE_MS, sealPendingAuditEvents } from '../audit/pending';
 import { ConflictError, ValidationError } from '../control/errors';
 import { table } from './output';
+import type { AuditKeyring } from '../audit/key';
 
 /** What these commands need of the CLI's session. */
 export interface AuditCommandSession {
@@ -19,6 +20,8 @@ export interface AuditCommandSession {
   /** The resolved configuration (audit.retention_min_days is the archive's retention floor). */
   config(): { audit: { retention_min_days?: number } };
   print(human: string, machine: unknown): void;
+  /** The audit keys of the configuration (audit.key, audit.previous_keys; the embedded data dir's key), src/audit/key.ts; after db(). */
+  auditKeys(): AuditKeyring;
 }
 
 /** A date (2026-11-01) or ISO-8601 time; a bare date means 00:00 UTC. Throws ValidationError. */
@@ -32,7 +35,23 @@ function direct(s: AuditCommandSession, what: string): void {
   if (s.opts.server) throw new ValidationError(`interlock audit ${what} works on the control database directly (as the owner of audit_events): run it without --server`);
 }
 
-/** Adds `archive`, `verify` and `seal` to the `audit` command. Exit codes as main's: verify exits 1 when the chain does not match. */
+/**
+ * Marks the trail keyed (audit_keyed_trail, migration 20261216100000000; owner only: 42501 otherwise):
+ * from now on the database refuses format-3 batches and verify names any after `sinceBatch` (the
+ * newest batch id now, 0 on an empty trail) as unkeyed_batch. `already` when it was keyed before
+ * (then sinceBatch and setBy are the row's).
+ */
+export async function requireAuditKey(db: ControlDb): Promise<{ already: boolean; sinceBatch: string; setBy: string }> {
+  const ins = await db.pool.query<{ since: string; set_by: string }>(
+    `INSERT INTO audit_keyed_trail (since_batch, set_by) SELECT coalesce(max(id), 0), 'require_key' FROM audit_batches
+     ON CONFLICT (only_row) DO NOTHING RETURNING since_batch::text AS since, set_by`,
+  );
+  if (ins.rows.length) return { already: false, sinceBatch: ins.rows[0].since, setBy: ins.rows[0].set_by };
+  const row = (await db.pool.query<{ since: string; set_by: string }>('SELECT since_batch::text AS since, set_by FROM audit_keyed_trail')).rows[0];
+  return { already: true, sinceBatch: row.since, setBy: row.set_by };
+}
+
+/** Adds `archive`, `verify`, `require-key` and `seal` to the `audit` command. Exit codes as main's: verify exits 1 when the chain does not match. */
 export function registerAuditChainCommands(aud: Command, session: (cmd: Command) => AuditCommandSession): void {
   aud
     .command('archive')
@@ -67,11 +86,18 @@ export function registerAuditChainCommands(aud: Command, session: (cmd: Command)
     .action(async (o: { since?: string; archive?: string }, cmd: Command) => {
       const s = session(cmd);
       direct(s, 'verify');
-      const r = await verifyAuditChain(await s.db(), { since: o.since ? parseDate(o.since, '--since') : undefined, archiveFile: o.archive });
+      const db = await s.db();
+      const r = await verifyAuditChain(db, { since: o.since ? parseDate(o.since, '--since') : undefined, archiveFile: o.archive, keys: s.auditKeys().byId });
       const summary = `${r.batchesChecked} batch(es), ${r.eventsChecked} event(s) checked${r.archiveEvents ? ` (${r.archiveEvents} from the archive)` : ''}${r.archivedBatchesSkipped ? `; ${r.archivedBatchesSkipped} archived batch(es) not checked (pass --archive FILE)` : ''}${r.chains ? `; ${r.chains} writer chain(s), ${r.openChains} open${r.openChains ? ' (a gateway running, or stopped without closing)' : ''}` : ''}`;
       // Pending events (task hchain): recorded, not chained yet; a warning, a fault past 60 s.
       const pending = r.pending.events ? `; ${r.pending.events} pending event(s) not chained yet (oldest ${r.pending.oldest})${r.pending.stale ? `, ${r.pending.stale} older than ${PENDING_STALE_MS / 1000} s: pending_stale (the approval events' chain is held, or no gateway chains them)` : ''}` : '';
-      if (r.ok) s.print(`audit chain OK: ${summary}${pending}`, r);
+      // Keyed batches (format 5, red team rt45b F1): authenticated with the audit key, or not without it.
+      const keyed = r.keyed.batches ? `; ${r.keyed.authenticated} keyed batch(es) authenticated${r.keyed.unauthenticated ? `, ${r.keyed.unauthenticated} NOT authenticated (no audit key given)` : ''}` : '';
+      if (r.ok) s.print(`audit chain OK: ${summary}${keyed}${pending}`, r);
+      else if (!r.firstMismatch && r.keyed.fault && !r.pending.fault && (!r.archive || r.archive.recorded)) {
+        s.print(`audit chain NOT AUTHENTICATED: keyed batches present; give the audit key (audit.key / INTERLOCK_AUDIT_KEY, older keys in audit.previous_keys / INTERLOCK_AUDIT_PREVIOUS_KEYS) to authenticate them; ${summary}${keyed}${pending}`, r);
+        throw Object.assign(new Error(`${r.keyed.unauthenticated} keyed audit batch(es) not authenticated: no audit key given (key_needed)`), { code: 'audit_chain_mismatch' });
+      }
       else if (!r.firstMismatch && r.pending.fault && (!r.archive || r.archive.recorded)) {
         s.print(`audit chain NOT SEALED: ${summary}${pending}`, r);
         throw Object.assign(new Error(`${r.pending.stale} pending audit event(s) older than ${PENDING_STALE_MS / 1000} s (pending_stale)`), { code: 'audit_chain_mismatch' });
@@ -82,9 +108,18 @@ export function registerAuditChainCommands(aud: Command, session: (cmd: Command)
         const m = r.firstMismatch;
         const more = r.mismatchCount > 1 ? `; ${r.mismatchCount} batch(es) do not match in all (${r.mismatches.map((x) => x.batchId).join(', ')}${r.mismatchCount > r.mismatches.length ? ', …' : ''})` : '';
         const archive = r.archive && !r.archive.recorded ? `; the archive file is not one audit_archives records` : '';
-        s.print(`audit chain BROKEN at batch ${m.batchId}${m.committedAt ? ` (committed ${m.committedAt})` : ''}: ${m.fault}${more}${archive}; ${summary}${pending}`, r);
+        s.print(`audit chain BROKEN at batch ${m.batchId}${m.committedAt ? ` (committed ${m.committedAt})` : ''}: ${m.fault}${more}${archive}; ${summary}${keyed}${pending}`, r);
         throw Object.assign(new Error(`audit chain does not match at batch ${m.batchId} (${m.fault})`), { code: 'audit_chain_mismatch' });
       }
+    });
+  aud
+    .command('require-key')
+    .description('from now on, refuse unkeyed audit batches (format 3) in the database, and have verify name any as unkeyed_batch (owner only; set by itself at the first keyed batch)')
+    .action(async (_o: unknown, cmd: Command) => {
+      const s = session(cmd);
+      direct(s, 'require-key');
+      const r = await requireAuditKey(await s.db());
+      s.print(r.already ? `the audit trail is already keyed (since batch ${r.sinceBatch}, ${r.setBy})` : `the audit trail is keyed from batch ${r.sinceBatch} on: unkeyed batches are refused`, r);
     });
   aud
     .command('seal')

@@ -37,6 +37,7 @@ import type { AuditKind, AuditRecord } from '../audit/writer';
 import { APPROVAL_ACTIONS, CONFIG_DECISIONS, TOOL_CALL_DECISIONS } from '../audit/types';
 import { closestName } from '../errors/suggest';
 import { registerAuditChainCommands } from './audit';
+import { auditKeyring, embeddedAuditKey, type AuditKeyring } from '../audit/key';
 import { json, processIo, shortTime, table, type CliIo } from './output';
 import { directBackend, type OperatorBackend } from '../admin/backend';
 import { remoteBackend } from '../admin/client';
@@ -219,6 +220,19 @@ class Session {
     return r?.rows[0]?.ours === true;
   }
 
+  /**
+   * The audit keys (src/audit/key.ts): audit.key and audit.previous_keys; with the embedded control
+   * database and no audit.key, the key in its data dir (generated there with `create`: serve, demo).
+   * Call once databaseUrls() or db() has run (the embedded server's folder is known then). Throws
+   * ValidationError for a key shorter than 32 bytes.
+   */
+  auditKeys(create = false): AuditKeyring {
+    const audit = this.config().audit;
+    if (audit.key || !this.embedded) return auditKeyring(audit);
+    const key = embeddedAuditKey(this.embedded.dataDir, create);
+    return auditKeyring({ ...audit, key: key ?? undefined });
+  }
+
   async close(): Promise<void> {
     if (this.dbp) await this.dbp.then((d) => d.close(), () => undefined);
     if (this.embedded) await this.embedded.stop();
@@ -369,7 +383,7 @@ function buildProgram(io: CliIo, state: { session: Session | null }): Command {
       const cfg = s.config({ listen: { ...(o.host ? { host: o.host } : {}), ...(o.port !== undefined ? { port: o.port } : {}) } });
       const { serveGovernedGateway } = loadGateway();
       // Without its control database the gateway still listens, not ready, and retries (issue 29).
-      const gw = await serveGovernedGateway({ openDb: () => s.db(), config: cfg, fixtures: o.fixtures || process.env.INTERLOCK_FIXTURES === '1' });
+      const gw = await serveGovernedGateway({ openDb: () => s.db(), config: cfg, fixtures: o.fixtures || process.env.INTERLOCK_FIXTURES === '1', auditKeys: () => s.auditKeys(true) });
       const where = async () => (s.embedded ? `embedded in ${s.embedded.dataDir}` : redactUrl((await s.databaseUrls()).controlUrl));
       if (gw.current()) io.out(`InterLock listening on ${gw.url} (control database ${await where()})`);
       else {
@@ -391,7 +405,7 @@ function buildProgram(io: CliIo, state: { session: Session | null }): Command {
       const db = await s.db();
       const setup = await provisionDemoSetup({ adminUrl, controlDb: db, logger: s.logger });
       const { startGovernedGateway } = loadGateway();
-      const gw = await startGovernedGateway({ db, config: cfg });
+      const gw = await startGovernedGateway({ db, config: cfg, auditKeys: () => s.auditKeys(true) });
       // Only once the gateway listens: a failed start (a busy port) leaves no new key behind.
       const key = await issueDemoKey(db, setup.identityId);
       const demo = { ...setup, apiKey: key.apiKey, keyId: key.keyId };

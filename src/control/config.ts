@@ -45,8 +45,11 @@ export interface ResolvedGatewayConfig {
   cache: { ttl_ms: number; max_bytes: number };
   /** Admission by capacity (issue 29; src/transport/capacity.ts). Absent in older hand-built configs: the defaults apply. */
   admission?: { enabled: boolean; initial_limit: number; min_limit: number; max_limit: number; queue_size: number; queue_timeout_ms: number; tolerance: number; max_event_loop_delay_ms: number; max_audit_queue: number; pause_refused_connections?: boolean; front_door?: boolean; controller?: 'long_average' | 'min_rtt'; min_rtt_interval_ms?: number; min_rtt_samples?: number; latency_percentile?: number; sample_source_time?: boolean; sample_pool_wait?: boolean; raise_on_slot_waiters?: boolean; identity_limit?: boolean; identity_slot_wait_ms?: number; identity_wait_ratio?: number };
-  /** Audit trail: commit_timeout_ms bounds how long a call waits for its event to commit (fail closed after it). */
-  audit: { commit_timeout_ms: number; retention_min_days: number };
+  /**
+   * Audit trail: commit_timeout_ms bounds how long a call waits for its event to commit (fail closed after it);
+   * key / previous_keys the audit key that tags the writer lanes' batches and the older keys that still verify (src/audit/key.ts).
+   */
+  audit: { commit_timeout_ms: number; retention_min_days: number; key?: string; previous_keys?: string[] };
   log_level: NonNullable<GatewayConfig['log_level']>;
   key_pepper?: string;
   /** Separate listener of /healthz, /readyz, /metrics (unset: served on listen). */
@@ -119,6 +122,8 @@ export const ENV_VARS: Readonly<Record<string, readonly [string[], EnvKind]>> = 
   INTERLOCK_ADMISSION_IDENTITY_LIMIT: [['admission', 'identity_limit'], 'bool'],
   INTERLOCK_AUDIT_COMMIT_TIMEOUT_MS: [['audit', 'commit_timeout_ms'], 'int'],
   INTERLOCK_AUDIT_RETENTION_MIN_DAYS: [['audit', 'retention_min_days'], 'int'],
+  INTERLOCK_AUDIT_KEY: [['audit', 'key'], 'string'],
+  INTERLOCK_AUDIT_PREVIOUS_KEYS: [['audit', 'previous_keys'], 'list'],
   INTERLOCK_LOG_LEVEL: [['log_level'], 'string'],
   INTERLOCK_KEY_PEPPER: [['key_pepper'], 'string'],
   INTERLOCK_OPS_HOST: [['ops_listen', 'host'], 'string'],

@@ -497,7 +497,7 @@ export function isForeignKeyViolation(err: unknown): boolean {
  * SELECT on every control table; EXECUTE of interlock_audit_append_v2 (and of the format-1
  * interlock_audit_append, for a gateway not yet upgraded) for approval events (config events are
  * refused to a role that may not INSERT into grants), and INSERT on audit_events and audit_batches
- * (not their ids; format-3 batches only, by row-level security) for its own format-3 chains (issue
+ * (not their ids; format-3 or format-5 batches only, by row-level security) for its own chains (issue
  * 28; never UPDATE, DELETE or TRUNCATE on the trail: it is append-only, and what the process inserts
  * outside its own chains verify names as inserted or misplaced); UPDATE of
  * api_keys.last_used_at; INSERT of approvals and UPDATE of their state columns (expiry);
@@ -531,7 +531,7 @@ export async function grantRuntimeRole(db: ControlDb, role: string): Promise<voi
     // Format 3 (issue 28): the gateway's writer lanes insert their own chained batches: INSERT on every
     // column but the ids (they come from the sequences), never UPDATE, DELETE or TRUNCATE.
     await c.query(`GRANT INSERT (kind, time, request_id, identity_id, key_id, tool, canonical_tool, dialect, protocol_version, decision, reason_code, source_id, action, fingerprint, relations, row_count, duration_ms, approval_id, operator, details, batch_id, recorded_at) ON audit_events TO ${r}`);
-    await c.query(`GRANT INSERT (committed_at, event_count, prev_hash, hash, format, chain_id, seq, mark, anchors) ON audit_batches TO ${r}`);
+    await c.query(`GRANT INSERT (committed_at, event_count, prev_hash, hash, format, chain_id, seq, mark, anchors, mac_key_id) ON audit_batches TO ${r}`);
     await c.query(`GRANT USAGE ON SEQUENCE audit_events_id_seq, audit_batches_id_seq TO ${r}`);
     await c.query(`GRANT UPDATE (last_used_at) ON api_keys TO ${r}`);
     await c.query(`GRANT INSERT, UPDATE (state, decided_by, decided_at, executed_at, outcome, failure) ON approvals TO ${r}`);
@@ -570,7 +570,7 @@ export async function grantRuntimeRole(db: ControlDb, role: string): Promise<voi
 export { OPERATOR_ROLE_WRITES } from './governance-privileges';
 
 /** Tables the operator role is refused everything on (grantOperatorRole revokes them, tightening an earlier grant). */
-const OPERATOR_ROLE_NONE = ['audit_events', 'audit_batches', 'audit_archives', 'audit_pending_events', 'audit_chain_lock', 'audit_config_chain_lock', 'operator_tokens', 'console_sessions', 'settings', 'rate_limits', 'webhook_deliveries'];
+const OPERATOR_ROLE_NONE = ['audit_events', 'audit_batches', 'audit_archives', 'audit_keyed_trail', 'audit_pending_events', 'audit_chain_lock', 'audit_config_chain_lock', 'operator_tokens', 'console_sessions', 'settings', 'rate_limits', 'webhook_deliveries'];
 
 /**
  * Grants `role` what the admin API and console need to change governance state through the operator

@@ -8,10 +8,12 @@
  * Each test is one attack; its name says whether it is a finding (severity, fixed or open:
  * test.failing while open) or an attack the trail withstands ("held").
  *
- *   F1 medium, open (design): a format-3 chain the runtime role writes itself verifies, lies included.
+ *   F1 medium, fixed (task f1): a format-3 chain the runtime role writes itself verified, lies included;
+ *      now the gateway's batches are keyed (format 5) and unkeyed ones refused once the trail is keyed.
  *   F2 low, fixed: a runtime temp table of a trail domain or row type made ALTER DOMAIN / ALTER COLUMN TYPE fail.
  *   F3 low, fixed: verify --archive threw on a file value its column refuses instead of naming the batch.
  */
+import { randomBytes } from 'node:crypto';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -20,6 +22,7 @@ import pg from 'pg';
 import { createGrantedLoginRole, dropLoginRole, freshControlDb, type TestControlDb } from '../control/control-db';
 import { grantRuntimeRole, migrationNames, runMigrations } from '../../../src/control/db';
 import { ChainLane } from '../../../src/audit/chain';
+import { auditKey } from '../../../src/audit/key';
 import { verifyAuditChain } from '../../../src/audit/verify';
 import { archiveAuditPartitions } from '../../../src/audit/archive';
 import { migrateDown } from '../../helpers/migrate-down';
@@ -197,7 +200,7 @@ describe('a stolen runtime credential against the trail\'s domains', () => {
     for (const sql of ddl) got.push(await codeOf(rt, sql));
     expect(got).toEqual(ddl.map(() => '42501'));
     const checks = await t.db.pool.query<{ n: string }>("SELECT conname AS n FROM pg_constraint WHERE contypid IN (SELECT oid FROM pg_type WHERE typname LIKE 'audit\\_%' AND typtype = 'd') ORDER BY 1");
-    expect(checks.rows.map((r) => r.n)).toEqual(['audit_details_check', 'audit_event_count_check', 'audit_event_kind_check', 'audit_format_check', 'audit_hash_check', 'audit_mark_check', 'audit_seq_check']);
+    expect(checks.rows.map((r) => r.n)).toEqual(['audit_details_check', 'audit_event_count_check', 'audit_event_kind_check', 'audit_format_check', 'audit_hash_check', 'audit_key_id_check', 'audit_mark_check', 'audit_seq_check']);
   });
 
   test('held: the runtime role cannot take a lock an append waits for; with its own batch uncommitted and the one lock it may take held, the gateway\'s append commits', async () => {
@@ -371,21 +374,37 @@ describe('what a stolen runtime credential can still write', () => {
     await t?.cleanup();
   });
 
-  // Finding F1 (medium, open, by design): the batch hash is an unkeyed SHA-256 the runtime role can
+  // Finding F1 (medium, fixed by task f1): the batch hash was an unkeyed SHA-256 the runtime role can
   // compute, and its INSERTs may start format-3 chains of their own (the writer lanes'), so a chain
-  // written with the stolen credential verifies like the gateway's: an event for a call never made,
-  // or a second event for an answered call naming another identity and another outcome. Detecting it
-  // needs a key the database role does not hold (a keyed MAC the gateway seals with, verify checks);
-  // docs/operators.md ("What it does not prove") now says so.
-  test.failing('finding F1 (medium, open): a chain the runtime role writes itself, lying about an answered call\'s identity and outcome, verifies', async () => {
-    const honest = new ChainLane(t.db.pool);
+  // written with the stolen credential verified like the gateway's: an event for a call never made,
+  // or a second event for an answered call naming another identity and another outcome. Shown failing
+  // on main (this test with the gateway's lane unkeyed: verify said ok). Now the gateway, given its
+  // audit key (kept outside the database), writes format 5 (HMAC-SHA-256 under the key, its key id on
+  // the batch); from its first keyed batch the database refuses unkeyed batches, and verify with the
+  // key names a keyed chain under any other key (unknown_key) or a guessed tag (hash_mismatch).
+  test('finding F1 (medium, fixed): a chain the runtime role writes itself, lying about an answered call\'s identity and outcome, fails verify', async () => {
+    const key = auditKey(randomBytes(32).toString('base64'));
+    const keys = new Map([[key.id, key]]);
+    const honest = new ChainLane(t.db.pool, key);
     await honest.append([{ ...BASE_AUDIT_ROW, request_id: 'req_answered', identity_id: 'idn_alice000000000000000', decision: 'allowed' }], 5000);
-    const forged = new ChainLane(pool);
-    await forged.append([{ ...BASE_AUDIT_ROW, request_id: 'req_answered', identity_id: 'idn_mallory0000000000000', decision: 'denied', reason_code: 'policy_denied' }], 5000);
-    await forged.append([], 5000, 'seal');
-    const twice = await t.db.pool.query<{ n: number }>("SELECT count(*)::int AS n FROM audit_events WHERE request_id = 'req_answered'");
-    expect(twice.rows[0].n).toBe(2);
-    expect((await verifyAuditChain(t.db)).ok).toBe(false);
+    const lie = { ...BASE_AUDIT_ROW, request_id: 'req_answered', identity_id: 'idn_mallory0000000000000', decision: 'denied', reason_code: 'policy_denied' };
+    // An unkeyed chain of its own: refused by the database (the owner's trigger; audit_keyed_trail).
+    const unkeyed = await new ChainLane(pool).append([lie], 5000).then(() => 'ok', (e: { code?: string }) => e.code);
+    expect(unkeyed).toBe('42501');
+    // A keyed chain under a key of its own: stored, and named.
+    const own = new ChainLane(pool, auditKey(randomBytes(32).toString('base64')));
+    const f0 = await own.append([lie], 5000);
+    await own.append([], 5000, 'seal');
+    // Under the gateway's key id (not secret) with a guessed key: stored, and named.
+    const guessed = new ChainLane(pool, { id: key.id, secret: randomBytes(32) });
+    const g0 = await guessed.append([lie], 5000);
+    const n = await t.db.pool.query<{ n: number }>("SELECT count(*)::int AS n FROM audit_events WHERE request_id = 'req_answered'");
+    expect(n.rows[0].n).toBe(3);
+    const r = await verifyAuditChain(t.db, { keys });
+    expect(r).toMatchObject({ ok: false, batchesChecked: 1, mismatchCount: 3, keyed: { batches: 4, authenticated: 1 } });
+    expect(r.mismatches.map((m) => [m.batchId, m.fault])).toEqual([[f0, 'unknown_key'], [(BigInt(f0) + 1n).toString(), 'unknown_key'], [g0, 'hash_mismatch']]);
+    // Without the key, verify does not say ok either.
+    expect(await verifyAuditChain(t.db)).toMatchObject({ ok: false, firstMismatch: null, keyed: { unauthenticated: 4, fault: 'key_needed' } });
   });
 });
 

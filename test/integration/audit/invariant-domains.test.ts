@@ -26,7 +26,8 @@ const down = (count: number) => migrateDown(temp.url, count);
 /** Every stored event and batch as text, in id order: what the migration must keep. */
 async function trail(): Promise<{ events: string[]; batches: string[] }> {
   const e = await db.pool.query<{ t: string }>('SELECT row_to_json(e)::text AS t FROM audit_events e ORDER BY id');
-  const b = await db.pool.query<{ t: string }>('SELECT row_to_json(b)::text AS t FROM audit_batches b ORDER BY id');
+  // mac_key_id: added by a later migration (20261216100000000, format 5), null on every batch written here.
+  const b = await db.pool.query<{ t: string }>("SELECT (to_jsonb(b) - 'mac_key_id')::text AS t FROM audit_batches b ORDER BY id");
   return { events: e.rows.map((r) => r.t), batches: b.rows.map((r) => r.t) };
 }
 

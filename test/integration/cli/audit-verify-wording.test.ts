@@ -6,6 +6,7 @@ import { createTempDatabase, type TempDatabase } from '../../helpers/pg';
 import { openControlDb, type ControlDb } from '../../../src/control/db';
 import { runCli } from '../../../src/cli/main';
 import { ChainLane } from '../../../src/audit/chain';
+import { auditKey } from '../../../src/audit/key';
 
 jest.setTimeout(120_000);
 
@@ -93,4 +94,43 @@ test('pending events: a warning while fresh, pending_stale past 60 s, nothing on
   expect(await seal()).toEqual({ code: 0, out: 'no pending audit events\n', err: '' });
   const r3 = await verify();
   expect([r3.code, r3.stdout]).toEqual([0, 'audit chain OK: 4 batch(es), 2 event(s) checked; 2 writer chain(s), 1 open (a gateway running, or stopped without closing)\n']);
+});
+
+// Task f1 (red team rt45b F1): keyed batches verify with the audit key from the configuration
+// (INTERLOCK_AUDIT_KEY, INTERLOCK_AUDIT_PREVIOUS_KEYS); without one verify says they are not
+// authenticated and exits 1; under another key they are unknown_key. `audit require-key` reports the mark.
+test('keyed batches: OK with the key, NOT AUTHENTICATED without one, unknown_key under another', async () => {
+  const key = 'the audit key of this test: 32+ bytes';
+  const lane = new ChainLane(db.pool, auditKey(key));
+  const first = await lane.append([], 5000);
+  await lane.append([], 5000, 'seal');
+  const withEnv = async (env: Record<string, string>, argv = ['audit', 'verify']) => {
+    const saved = Object.fromEntries(Object.keys(env).map((k) => [k, process.env[k]]));
+    Object.assign(process.env, env);
+    try {
+      let stdout = '';
+      let stderr = '';
+      const code = await runCli(['--database-url', temp.url, ...argv], { out: (t) => (stdout += t.endsWith('\n') ? t : t + '\n'), err: (t) => (stderr += t.endsWith('\n') ? t : t + '\n') });
+      return { code, stdout, stderr };
+    } finally {
+      for (const [k, v] of Object.entries(saved)) if (v === undefined) delete process.env[k];
+      else process.env[k] = v;
+    }
+  };
+  expect(await withEnv({ INTERLOCK_AUDIT_KEY: 'a new key rotated in: of 32+ bytes', INTERLOCK_AUDIT_PREVIOUS_KEYS: key })).toEqual({
+    code: 0,
+    stdout: 'audit chain OK: 6 batch(es), 2 event(s) checked; 3 writer chain(s), 1 open (a gateway running, or stopped without closing); 2 keyed batch(es) authenticated\n',
+    stderr: '',
+  });
+  const none = await verify();
+  expect(none).toEqual({
+    code: 1,
+    stdout:
+      'audit chain NOT AUTHENTICATED: keyed batches present; give the audit key (audit.key / INTERLOCK_AUDIT_KEY, older keys in audit.previous_keys / INTERLOCK_AUDIT_PREVIOUS_KEYS) to authenticate them; 4 batch(es), 2 event(s) checked; 3 writer chain(s), 1 open (a gateway running, or stopped without closing); 0 keyed batch(es) authenticated, 2 NOT authenticated (no audit key given)\n',
+    stderr: 'error: 2 keyed audit batch(es) not authenticated: no audit key given (key_needed)\n',
+  });
+  const other = await withEnv({ INTERLOCK_AUDIT_KEY: 'a new key rotated in: of 32+ bytes' });
+  expect(other.code).toBe(1);
+  expect(other.stdout).toMatch(new RegExp(`^audit chain BROKEN at batch ${first} \\(committed [^)]+\\): unknown_key; 2 batch\\(es\\) do not match in all`));
+  expect(await withEnv({}, ['audit', 'require-key'])).toEqual({ code: 0, stdout: `the audit trail is already keyed (since batch ${first}, first_keyed_batch)\n`, stderr: '' });
 });

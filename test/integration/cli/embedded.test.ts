@@ -4,7 +4,7 @@
  * serves Chinook with a working key and the exact `claude mcp add` line; Ctrl-C stops everything.
  */
 import { execFile, spawn } from 'node:child_process';
-import { chmodSync, existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { chmodSync, existsSync, mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
@@ -79,6 +79,8 @@ describe('embedded PostgreSQL (zero setup)', () => {
       const key = /\n {4}(ilk_[A-Za-z0-9_-]{43})\n/.exec(out)![1];
       expect(existsSync(join(dir, 'pg', 'data', 'PG_VERSION'))).toBe(true);
       expect(existsSync(join(dir, 'pg', 'credentials.json'))).toBe(true);
+      // The demo's audit key (task f1): generated into the data folder, readable by its owner only.
+      expect(statSync(join(dir, 'pg', 'audit-key')).mode & 0o777).toBe(0o600);
       // The CLI lines carry the configured folder: pasted as printed, they reach this database (fx45 item 1a).
       const cli = `INTERLOCK_EMBEDDED_DATA_DIR=${join(dir, 'pg')} npm exec -- interlock`;
       expect(out).toContain(`(sign in with a token from: ${cli} operator-token create YOUR_NAME),\n`);
@@ -121,5 +123,10 @@ describe('embedded PostgreSQL (zero setup)', () => {
     expect(listed.code).toBe(0);
     expect((JSON.parse(listed.stdout) as Array<{ name: string }>).map((i) => i.name).sort()).toEqual(['demo-agent', 'zero-agent']);
     expect(postmasterAlive()).toBe(false);
+    // The demo's call was audited in keyed batches (format 5), which verify authenticates with the folder's key (task f1).
+    const verified = await run(['--json', 'audit', 'verify']);
+    expect(verified.code).toBe(0);
+    expect(JSON.parse(verified.stdout)).toMatchObject({ ok: true, keyed: { unauthenticated: 0, fault: null } });
+    expect((JSON.parse(verified.stdout) as { keyed: { authenticated: number } }).keyed.authenticated).toBeGreaterThan(0);
   }, 150_000);
 });

@@ -2,13 +2,18 @@
  * Issue 11, Done when: a gateway process (`interlock serve`, a child process) is killed with SIGKILL
  * while 32 clients make reads, refusals and queued writes, five times. Every call a client saw
  * answered has exactly one audit event (matched by the X-Request-Id of its answer): none missing,
- * none duplicated. Calls cut off by the kill may or may not have an event; never two.
+ * none duplicated. Calls cut off by the kill may or may not have an event; never two. The gateway
+ * runs with an audit key (task f1): its batches are keyed (format 5), and verify authenticates them.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { join } from 'node:path';
 import { startGovernedEnv, type GovernedEnv } from '../../helpers/governed';
 import { freePort } from '../sources/cluster';
 import { verifyAuditChain } from '../../../src/audit/verify';
+import { auditKeyring } from '../../../src/audit/key';
+
+/** The gateway's audit key in this test (INTERLOCK_AUDIT_KEY). */
+const AUDIT_KEY = 'the sigkill test audit key: 32+ bytes';
 
 const BIN = join(__dirname, '..', '..', '..', 'bin', 'interlock.js');
 const CLIENTS = 32;
@@ -64,7 +69,7 @@ async function call(port: number, sql: string): Promise<{ requestId: string; bod
 async function startServe(port: number): Promise<ChildProcess> {
   let stdout = '';
   const c = spawn(process.execPath, [BIN, '--database-url', env.db.url, 'serve', '--port', String(port)], {
-    env: { ...process.env, INTERLOCK_LOG_LEVEL: 'warn', INTERLOCK_RATE_LIMIT_IDENTITY_POINTS: '1000000', INTERLOCK_RATE_LIMIT_SOURCE_POINTS: '1000000', INTERLOCK_CACHE_TTL_MS: '0', INTERLOCK_APPROVAL_MAX_PENDING_PER_IDENTITY: '100000', INTERLOCK_APPROVAL_MAX_PENDING_PER_SOURCE: '100000' },
+    env: { ...process.env, INTERLOCK_LOG_LEVEL: 'warn', INTERLOCK_AUDIT_KEY: AUDIT_KEY, INTERLOCK_RATE_LIMIT_IDENTITY_POINTS: '1000000', INTERLOCK_RATE_LIMIT_SOURCE_POINTS: '1000000', INTERLOCK_CACHE_TTL_MS: '0', INTERLOCK_APPROVAL_MAX_PENDING_PER_IDENTITY: '100000', INTERLOCK_APPROVAL_MAX_PENDING_PER_SOURCE: '100000' },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   c.stdout!.setEncoding('utf8').on('data', (s: string) => (stdout += s));
@@ -152,8 +157,12 @@ test(`SIGKILL under ${CLIENTS} clients, ${ROUNDS} times: every answered call has
   expect(stray.rows).toEqual([]);
   // Issue 28: the kills leave open chains (one per writer lane and start), never a gap: the honest
   // trail verifies, with at least one chain per round left open by its kill.
-  const v = await verifyAuditChain(env.db);
+  const v = await verifyAuditChain(env.db, { keys: auditKeyring({ key: AUDIT_KEY }).byId });
   expect({ ok: v.ok, firstMismatch: v.firstMismatch }).toEqual({ ok: true, firstMismatch: null });
+  // Every writer lane's batch keyed and authenticated (format 5).
+  expect(v.keyed.batches).toBeGreaterThanOrEqual(ROUNDS);
+  expect(v.keyed).toMatchObject({ authenticated: v.keyed.batches, unauthenticated: 0, fault: null });
+  expect((await env.db.pool.query('SELECT count(*)::int AS n FROM audit_batches WHERE format = 3')).rows[0].n).toBe(0);
   expect(v.openChains).toBeGreaterThanOrEqual(ROUNDS);
   console.log(`sigkill: ${answered.length} calls answered over ${ROUNDS} kills (${cut} cut off), each with exactly one event`);
 }, 180_000);

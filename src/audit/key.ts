@@ -1,0 +1,83 @@
+/**
+ * The gateway audit key (red team rt45b finding F1): a secret kept outside the control database with
+ * which the writer lanes tag their batches (chain format 5, chain.ts: HMAC-SHA-256 in place of the
+ * unkeyed SHA-256 of format 3), so whoever holds only the runtime role's database credential can no
+ * longer write batches `interlock audit verify` accepts as the gateway's.
+ *
+ * Configured as `audit.key` (INTERLOCK_AUDIT_KEY, the signing key) and `audit.previous_keys`
+ * (INTERLOCK_AUDIT_PREVIOUS_KEYS, comma-separated: keys that only verify, for rotation); each at least
+ * 32 bytes (UTF-8). A batch records its key's id, a non-secret fingerprint (AUDIT_KEY_ID_LENGTH hex
+ * digits of HMAC-SHA-256(key, "interlock-audit-key-id")), so verify picks the key that tagged it.
+ * The embedded/demo path generates a key into its data dir (mode 0600) when none is configured.
+ * docs/operators.md ("Audit trail": "The audit key").
+ */
+import { createHmac, randomBytes } from 'node:crypto';
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { ValidationError } from '../control/errors';
+
+/** Fewest bytes (UTF-8) an audit key has. */
+export const AUDIT_KEY_MIN_BYTES = 32;
+
+/** Hex digits of a key id (64 bits). */
+export const AUDIT_KEY_ID_LENGTH = 16;
+
+/** One audit key: `id` its fingerprint (AUDIT_KEY_ID_LENGTH lowercase hex digits), `secret` its bytes. */
+export interface AuditKey {
+  id: string;
+  secret: Buffer;
+}
+
+/** The keys of a gateway or a verify: `signing` tags new batches (null: write format 3, unkeyed); `byId` every key that verifies (signing included). */
+export interface AuditKeyring {
+  signing: AuditKey | null;
+  byId: ReadonlyMap<string, AuditKey>;
+}
+
+/** The id (fingerprint) of a key's bytes; not secret (a one-way HMAC of a fixed text under the key). */
+export function auditKeyId(secret: Buffer): string {
+  return createHmac('sha256', secret).update('interlock-audit-key-id').digest('hex').slice(0, AUDIT_KEY_ID_LENGTH);
+}
+
+/** An AuditKey of `text` (its UTF-8 bytes). Throws ValidationError when shorter than AUDIT_KEY_MIN_BYTES; `what` names the setting in the message (never the value). */
+export function auditKey(text: string, what = 'audit.key'): AuditKey {
+  const secret = Buffer.from(text, 'utf8');
+  if (secret.length < AUDIT_KEY_MIN_BYTES) throw new ValidationError(`${what} must be at least ${AUDIT_KEY_MIN_BYTES} bytes (a random secret: openssl rand -base64 48)`);
+  return { id: auditKeyId(secret), secret };
+}
+
+/**
+ * The keyring of a resolved config's `audit.key` and `audit.previous_keys` (either may be absent).
+ * Throws ValidationError for a key shorter than AUDIT_KEY_MIN_BYTES.
+ */
+export function auditKeyring(audit: { key?: string; previous_keys?: readonly string[] } | undefined): AuditKeyring {
+  const signing = audit?.key ? auditKey(audit.key, 'audit.key (INTERLOCK_AUDIT_KEY)') : null;
+  const byId = new Map<string, AuditKey>();
+  if (signing) byId.set(signing.id, signing);
+  for (const [i, k] of (audit?.previous_keys ?? []).entries()) {
+    const key = auditKey(k, `audit.previous_keys[${i}] (INTERLOCK_AUDIT_PREVIOUS_KEYS)`);
+    if (!byId.has(key.id)) byId.set(key.id, key);
+  }
+  return { signing, byId };
+}
+
+/** The file an embedded (demo) control database keeps its generated audit key in, inside its data dir. */
+export const EMBEDDED_AUDIT_KEY_FILE = 'audit-key';
+
+/**
+ * The audit key of an embedded data dir: read from `<dataDir>/audit-key`; when there is none, generated
+ * there (48 random bytes, base64, mode 0600) with `create`, else null. Throws ValidationError when the
+ * file holds a key shorter than AUDIT_KEY_MIN_BYTES.
+ */
+export function embeddedAuditKey(dataDir: string, create: boolean): string | null {
+  const file = join(dataDir, EMBEDDED_AUDIT_KEY_FILE);
+  if (existsSync(file)) {
+    const text = readFileSync(file, 'utf8').trim();
+    auditKey(text, file);
+    return text;
+  }
+  if (!create) return null;
+  const text = randomBytes(48).toString('base64');
+  writeFileSync(file, text + '\n', { mode: 0o600, flag: 'wx' });
+  return text;
+}

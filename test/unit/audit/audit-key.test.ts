@@ -1,0 +1,63 @@
+/**
+ * The audit key (src/audit/key.ts; red team rt45b F1): its id, its floor, the keyring of audit.key and
+ * audit.previous_keys (INTERLOCK_AUDIT_KEY, INTERLOCK_AUDIT_PREVIOUS_KEYS), the embedded data dir's
+ * generated key (mode 0600), and the format-5 tag (chain.ts): keyed, and bound to the key id.
+ */
+import { mkdtempSync, rmSync, statSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { createHmac } from 'node:crypto';
+import { AUDIT_KEY_MIN_BYTES, auditKey, auditKeyId, auditKeyring, embeddedAuditKey, EMBEDDED_AUDIT_KEY_FILE } from '../../../src/audit/key';
+import { batchHashV3, batchTagV5 } from '../../../src/audit/chain';
+import { loadConfig } from '../../../src/control/config';
+import { ValidationError } from '../../../src/control/errors';
+
+const K1 = 'k'.repeat(32);
+const K2 = 'another audit key of 32+ bytes!!';
+
+test('a key id is 16 hex digits of HMAC-SHA-256(key, "interlock-audit-key-id"); a key shorter than 32 bytes is refused, its value never echoed', () => {
+  expect(auditKeyId(Buffer.from(K1))).toBe(createHmac('sha256', K1).update('interlock-audit-key-id').digest('hex').slice(0, 16));
+  expect(auditKey(K1)).toEqual({ id: auditKeyId(Buffer.from(K1)), secret: Buffer.from(K1) });
+  expect(AUDIT_KEY_MIN_BYTES).toBe(32);
+  const short = 's'.repeat(31);
+  expect(() => auditKey(short)).toThrow(ValidationError);
+  expect(() => auditKey(short)).toThrow('audit.key must be at least 32 bytes (a random secret: openssl rand -base64 48)');
+  // 16 characters of 2 bytes each: 32 bytes.
+  expect(auditKey('é'.repeat(16)).secret.length).toBe(32);
+});
+
+test('the keyring: audit.key signs and verifies, previous_keys only verify; from the environment too', () => {
+  expect(auditKeyring(undefined)).toEqual({ signing: null, byId: new Map() });
+  const ring = auditKeyring({ key: K2, previous_keys: [K1, K2] });
+  expect(ring.signing?.id).toBe(auditKeyId(Buffer.from(K2)));
+  expect([...ring.byId.keys()]).toEqual([auditKeyId(Buffer.from(K2)), auditKeyId(Buffer.from(K1))]);
+  expect(() => auditKeyring({ previous_keys: ['x'.repeat(10)] })).toThrow('audit.previous_keys[0] (INTERLOCK_AUDIT_PREVIOUS_KEYS) must be at least 32 bytes');
+  const cfg = loadConfig({ env: { INTERLOCK_AUDIT_KEY: K2, INTERLOCK_AUDIT_PREVIOUS_KEYS: `${K1}, ${'p'.repeat(40)}` } });
+  expect(cfg.audit).toEqual({ commit_timeout_ms: 2000, retention_min_days: 0, key: K2, previous_keys: [K1, 'p'.repeat(40)] });
+  expect(() => loadConfig({ env: { INTERLOCK_AUDIT_KEY: 'short' } })).toThrow('invalid configuration');
+});
+
+test('the embedded data dir: a key generated once (mode 0600) and read back; none without create', () => {
+  const dir = mkdtempSync(join(tmpdir(), 'il-audit-key-'));
+  try {
+    expect(embeddedAuditKey(dir, false)).toBeNull();
+    const k = embeddedAuditKey(dir, true)!;
+    expect(Buffer.from(k, 'base64').length).toBe(48);
+    expect(statSync(join(dir, EMBEDDED_AUDIT_KEY_FILE)).mode & 0o777).toBe(0o600);
+    expect(embeddedAuditKey(dir, true)).toBe(k);
+    expect(embeddedAuditKey(dir, false)).toBe(k);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test('a format-5 tag needs the key: another key, or the same key under another id, tags differently; format 3 is keyless', () => {
+  const a = auditKey(K1);
+  const args = [null, '00000000-0000-4000-8000-000000000000', '0', '2026-12-01T10:00:00.123000Z', '', '[]', 'text'] as const;
+  const tag = batchTagV5(a, ...args);
+  expect(tag).toHaveLength(32);
+  expect(batchTagV5(auditKey(K2), ...args)).not.toEqual(tag);
+  expect(batchTagV5({ id: '0'.repeat(16), secret: a.secret }, ...args)).not.toEqual(tag);
+  expect(batchTagV5(a, ...args)).toEqual(tag);
+  expect(batchHashV3(...args)).not.toEqual(tag);
+});
