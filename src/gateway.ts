@@ -289,7 +289,7 @@ export async function startGovernedGateway(opts: GovernedGatewayOptions): Promis
   const auditPool = openAuditPool(db.url, auditCommitMs, logger);
   const auditKeys = opts.auditKeys ? opts.auditKeys() : auditKeyring(config.audit);
   const auditSink = new GroupCommitAuditSink(auditPool, logger, { commitTimeoutMs: auditCommitMs, key: auditKeys.signing });
-  if (!auditKeys.signing) logger.info({ component: 'audit' }, 'no audit key (audit.key / INTERLOCK_AUDIT_KEY): audit batches are unkeyed (format 3), so a holder of the database credential could forge them (docs/operators.md "The audit key")');
+  if (!auditKeys.signing) logger.warn({ component: 'audit' }, 'no audit key (audit.key / INTERLOCK_AUDIT_KEY): audit batches are unkeyed (format 3), so a holder of the database credential could forge them (docs/operators.md "The audit key")');
   // Admission by capacity (issue 29): fed by call latency, event-loop delay and the audit writer's queue.
   const capacity = capacityLimiter(config.admission ?? DEFAULT_CONFIG.admission!, () => auditSink.pendingEvents());
   // At level debug: the limiter's state every 100 ms (bench/admission-trace.ts reads these lines).
