@@ -1,0 +1,247 @@
+/**
+ * Red team rt46a: value fidelity and masking through PostgreSQL's own types and protocol, as an
+ * agent with the Chinook demo key (test/integration/attacks/harness.ts: customer.email partially and
+ * customer.phone fully masked, employee unreadable) and, where needed, as an insider owning objects
+ * (the source's superuser standing in for the database owner, or a role with CREATE on a schema of
+ * the reader's path). Real PostgreSQL 15 on loopback; every wait bounded. Not repeated here: what
+ * defended.test.ts (class 6 masks), fixed.test.ts (V2*), rt42* (scan drift), rt27* (row rules) and
+ * rtc (the result cache) cover.
+ *
+ * Findings:
+ *  J1 (high, fixed here) SQL/JSON syntax read differently by the analyser and the server. The
+ *     analyser's grammar is PostgreSQL 18's (libpg-query 18): it reads `JSON_SCALAR(x)`,
+ *     `JSON_ARRAY(x)`, `JSON_VALUE(x, p)`, `JSON_SERIALIZE(x)` and `JSON_ARRAYAGG(x)` as built-in
+ *     constructs (derived values that read nothing), and the legacy `json_object(a, b)` as a call of
+ *     `pg_catalog.json_object`. PostgreSQL 15 parses each as an ordinary call of a function of that
+ *     name looked up on the search path. A function `public.json_scalar` (json_array, json_value,
+ *     json_serialize, an aggregate json_arrayagg, json_object(text, text)) created by anyone with
+ *     CREATE on a path schema, after the scan or before it, ran unseen: no function policy, no read
+ *     check of its body, no mask, no function guard. `SELECT JSON_SCALAR(1)` answered every
+ *     customer's phone (masked `full`) in clear. Without any hostile act, a scanned SQL function
+ *     whose body calls an honest helper named json_value (common in code written for PostgreSQL
+ *     < 17) was judged to read nothing and served the helper's masked reads in clear. Fixed
+ *     (src/sql/legacy-syntax.ts): the constructs are refused `statement_not_allowed` unless the
+ *     catalogue records a server that reads them as such (16 for the constructors and IS JSON, 17
+ *     for JSON(), JSON_SCALAR, JSON_SERIALIZE, the query functions and MERGE_ACTION; unknown:
+ *     refused); the legacy json_object call is judged by its unqualified name there (a later
+ *     same-named function trips the guard, then counts as the user function it is); a user
+ *     function's string body that uses them counts as calling the named function.
+ * Held (asserted below): masked values through casts, domains, arrays and subscripts, row
+ * constructors and field selection, jsonb_populate_record, COLLATE, window functions, aggregate
+ * ORDER BY, UNION implicit casts, set-returning functions in FROM, LATERAL, DISTINCT / GROUP BY /
+ * ORDER BY by position, EXPLAIN estimates, renamed output columns around the in-SQL mask wrapper;
+ * values (int8 beyond 2^53 bare and in arrays, numeric, NaN/±Infinity, -0, timestamps and
+ * timestamptz under the pinned zone, intervals, BC dates, bytea, money, json and jsonb digits,
+ * arrays with bounds, nested and quoted elements, records, box arrays, ranges) equal to
+ * PostgreSQL's own text output; session settings an agent cannot change (SET, set_config in any
+ * spelling or position); PostgreSQL 16+ literals (0x1F, 1_000, 0b101) that PostgreSQL 15 refuses;
+ * multi-statement strings, dollar quoting and comments at the wrapper boundary.
+ */
+import { startAttackEnv, query, leaks, statementsAgent, type AttackEnv, type Answer } from './harness';
+import { scanSource } from '../../../src/control/scan';
+
+let a: AttackEnv;
+
+beforeAll(async () => {
+  a = await startAttackEnv();
+}, 120_000);
+
+afterAll(async () => {
+  await a?.close();
+});
+
+/** Contact details of customers whose phone is in no fax (Chinook's unmasked fax sometimes repeats the phone), read as superuser. */
+async function contacts(): Promise<Array<{ phone: string; email: string }>> {
+  const r = await a.admin.query("SELECT phone, email FROM customer c WHERE phone IS NOT NULL AND NOT EXISTS (SELECT 1 FROM customer d WHERE position(c.phone in coalesce(d.fax, '')) > 0) ORDER BY customer_id");
+  return r.rows;
+}
+
+/** The first masked fact `r` carries: a phone (also as its digits), an e-mail, its local part or its domain; null when none. */
+function leakIn(r: Answer, cs: Array<{ phone: string; email: string }>): string | null {
+  for (const c of cs) {
+    if (leaks(r.raw, c.phone) || r.raw.includes(c.phone.replace(/\D/g, ''))) return c.phone;
+    const at = c.email.indexOf('@');
+    const local = c.email.slice(0, at);
+    const domain = c.email.slice(at + 1, c.email.lastIndexOf('.'));
+    if (r.raw.includes(c.email) || (local.length >= 4 && r.raw.includes(local)) || (domain.length >= 4 && r.raw.includes(domain))) return c.email;
+  }
+  return null;
+}
+
+/** Statements that try to carry a masked value out through PostgreSQL's types (M: held). */
+const TYPE_TRICKS = [
+  // casts, domains, other string types
+  'SELECT customer_id, email::varchar(200) AS e FROM customer',
+  'SELECT email::char(80) AS e FROM customer',
+  'SELECT email::name AS e, phone::"char" AS p FROM customer',
+  'SELECT phone::information_schema.character_data AS p, email::information_schema.sql_identifier AS e FROM customer',
+  'SELECT email::text::varchar AS e FROM customer',
+  'SELECT CAST(phone AS bpchar) AS p FROM customer',
+  // arrays, subscripts, row constructors, field selection, whole rows
+  'SELECT (ARRAY[email, phone])[2] AS x FROM customer',
+  'SELECT (ARRAY[phone])[1:1] AS x FROM customer',
+  'SELECT (ROW(phone, email)).f1 AS x FROM customer',
+  'SELECT ARRAY[ROW(phone)] AS r FROM customer',
+  'SELECT (jsonb_populate_record(NULL::customer, to_jsonb(c))).phone FROM customer c',
+  'SELECT (s.c).phone FROM (SELECT c FROM customer c) s',
+  'SELECT to_jsonb(c) AS j FROM customer c',
+  'SELECT jsonb_build_array(c.*) AS j FROM customer c',
+  'SELECT (array_agg(c))[1] AS r FROM customer c',
+  'SELECT * FROM unnest(ARRAY(SELECT phone FROM customer)) u',
+  'SELECT * FROM ROWS FROM (unnest(ARRAY(SELECT email FROM customer))) u',
+  'SELECT * FROM jsonb_each_text((SELECT to_jsonb(c) FROM customer c LIMIT 1)) e',
+  'SELECT * FROM jsonb_populate_recordset(NULL::customer, (SELECT jsonb_agg(c) FROM customer c)) r',
+  'SELECT int4range(customer_id, customer_id + length(phone)) AS r FROM customer',
+  // COLLATE, format, concat, string_agg, xml
+  'SELECT email COLLATE "C" AS e, phone COLLATE "POSIX" AS p FROM customer',
+  "SELECT format('%1$s', phone) AS f, concat(VARIADIC ARRAY[phone]) AS c, format('%s', VARIADIC ARRAY[email]) AS g FROM customer",
+  "SELECT string_agg(DISTINCT phone, ',') AS s FROM customer",
+  'SELECT xmlforest(phone, email) AS x FROM customer',
+  // UNION with implicit casts, CTEs, sub-selects
+  'SELECT fax AS x FROM customer UNION ALL SELECT phone FROM customer',
+  'SELECT customer_id::text AS x FROM customer UNION ALL SELECT email FROM customer',
+  'SELECT NULL::text AS x UNION ALL SELECT phone FROM customer',
+  'SELECT email FROM customer UNION SELECT email FROM customer',
+  'SELECT (SELECT email ORDER BY 1) AS e FROM customer',
+  'WITH t AS MATERIALIZED (SELECT email, phone FROM customer) SELECT phone, email FROM t',
+  'SELECT * FROM (SELECT email, phone FROM customer) AS q(phone, email)',
+  'SELECT c.email AS phone, c.phone AS email FROM customer c',
+  // window functions, aggregate ORDER BY, FILTER, ordered-set aggregates
+  'SELECT first_value(phone) OVER w AS p FROM customer WINDOW w AS (ORDER BY customer_id)',
+  'SELECT lag(email) OVER () AS p, nth_value(phone, 1) OVER (PARTITION BY country) AS n FROM customer',
+  "SELECT string_agg(customer_id::text, ',' ORDER BY email) AS s FROM customer",
+  'SELECT (array_agg(customer_id ORDER BY phone))[1] AS s FROM customer',
+  'SELECT json_agg(customer_id ORDER BY email DESC) AS s FROM customer',
+  'SELECT mode() WITHIN GROUP (ORDER BY email) AS m, percentile_disc(0.5) WITHIN GROUP (ORDER BY phone) AS p FROM customer',
+  "SELECT count(*) FILTER (WHERE phone LIKE '+55%') AS n FROM customer",
+  'SELECT count(DISTINCT phone) AS n FROM customer',
+  'SELECT customer_id, count(*) OVER (PARTITION BY email) AS n FROM customer',
+  // GROUP BY / DISTINCT / ORDER BY by position, whole rows as keys
+  'SELECT email FROM customer ORDER BY 1',
+  'SELECT email FROM customer GROUP BY 1',
+  'SELECT DISTINCT email FROM customer',
+  'SELECT DISTINCT customer_id, email FROM customer',
+  'SELECT customer_id FROM customer c ORDER BY ROW(c.phone)',
+  'SELECT customer_id FROM customer c WHERE c = c',
+  'SELECT count(*) AS n FROM customer GROUP BY GROUPING SETS ((phone), ())',
+  'SELECT customer_id, email FROM customer ORDER BY customer_id FETCH FIRST 1 ROWS WITH TIES',
+  // LATERAL and set-returning functions over the masked value
+  'SELECT l.x FROM customer c CROSS JOIN LATERAL (SELECT c.email AS x) l',
+  "SELECT l.x FROM customer c CROSS JOIN LATERAL regexp_split_to_table(c.phone, '') AS l(x)",
+  'SELECT l.n FROM customer c CROSS JOIN LATERAL generate_series(1, length(c.phone)) AS l(n)',
+  // the planner's estimates
+  "EXPLAIN SELECT 1 FROM customer WHERE email LIKE 'l%'",
+  "EXPLAIN SELECT 1 FROM customer WHERE phone > '+5'",
+  'EXPLAIN (VERBOSE, COSTS OFF) SELECT email, phone FROM customer',
+  // the mask wrapper's boundary (names it refers to, comments, quoting)
+  'SELECT email AS "a""b", customer_id AS "x)y" FROM customer',
+  'SELECT customer_id AS "?column?", email || \'\' FROM customer',
+  'SELECT email FROM customer -- a trailing comment',
+  'SELECT email FROM customer; -- after the semicolon',
+  "SELECT $a$ ) AS q; $a$ AS x, email FROM customer",
+  'SELECT U&"\\0065mail", U&"\\0070hone" FROM customer',
+  'TABLE customer',
+  'SELECT * FROM customer c JOIN customer d USING (customer_id)',
+];
+
+test('M held: masked values do not come out through casts, arrays, rows, collations, windows, orderings, LATERAL, estimates or the wrapper boundary', async () => {
+  const cs = await contacts();
+  expect(cs.length).toBeGreaterThan(40);
+  const bad: string[] = [];
+  const kinds: Record<string, number> = {};
+  for (const sql of TYPE_TRICKS) {
+    const r = await query(a, sql);
+    kinds[r.kind] = (kinds[r.kind] ?? 0) + 1;
+    const l = leakIn(r, cs);
+    if (l) bad.push(`${sql} → ${l}: ${r.raw.slice(0, 200)}`);
+    if (!['rows', 'refused', 'invalid', 'failed'].includes(r.kind)) bad.push(`${sql} → ${r.kind}`);
+  }
+  expect(bad).toEqual([]);
+  // Most are answered (masked), the rest refused: the bank exercises the masks, not only refusals.
+  expect(kinds.rows).toBeGreaterThanOrEqual(10);
+}, 180_000);
+
+/** A LANGUAGE sql body that returns every customer's phone (the reader role may read customer; the agent sees phone masked). */
+const PHONES_BODY = "$$ SELECT string_agg(phone, '|' ORDER BY customer_id) FROM public.customer $$";
+
+describe('J1 (high, fixed): SQL/JSON syntax the analyser reads as a construct runs a same-named function on PostgreSQL 15', () => {
+  // The insider (here the database owner; CREATE on public is enough) creates, after the scan,
+  // functions named as the SQL/JSON constructs of PostgreSQL 16 and 17. PostgreSQL 15 parses the
+  // agent's `JSON_SCALAR(1)` as `json_scalar(1)` and finds public.json_scalar on the path.
+  const FUNCTIONS = ['json_scalar(anyelement)', 'merge_action()', 'json_array(anyelement)', 'json_value(text, text)', 'json(text)', 'json_serialize(anyelement)', 'json_arrayagg(anyelement)'];
+  beforeAll(async () => {
+    for (const f of FUNCTIONS.filter((x) => !x.startsWith('json_arrayagg'))) await a.admin.query(`CREATE FUNCTION public.${f} RETURNS text LANGUAGE sql STABLE AS ${PHONES_BODY}`);
+    await a.admin.query(`CREATE FUNCTION public.rt46a_phones(text, anyelement) RETURNS text LANGUAGE sql STABLE AS ${PHONES_BODY}`);
+    await a.admin.query('CREATE AGGREGATE public.json_arrayagg(anyelement) (SFUNC = public.rt46a_phones, STYPE = text)');
+  });
+  afterAll(async () => {
+    await a.admin.query('DROP AGGREGATE IF EXISTS public.json_arrayagg(anyelement)');
+    for (const f of FUNCTIONS.filter((x) => !x.startsWith('json_arrayagg'))) await a.admin.query(`DROP FUNCTION IF EXISTS public.${f}`);
+    await a.admin.query('DROP FUNCTION IF EXISTS public.rt46a_phones(text, anyelement)');
+  });
+
+  // Before the fix the first five answered one row whose x was every phone, '|'-separated, in clear.
+  // The last three were no leak (PostgreSQL 15 answered IS JSON with a syntax error and read
+  // JSON('{…}') as a cast to the type json; merge_action() was already refused by a field check);
+  // they are refused now like the rest.
+  test.each([
+    ['SELECT JSON_SCALAR(1) AS x'],
+    ['SELECT JSON_ARRAY(1) AS x'],
+    ["SELECT JSON_VALUE('a', 'b') AS x"],
+    ['SELECT JSON_SERIALIZE(1) AS x'],
+    ['SELECT JSON_ARRAYAGG(customer_id) AS x FROM customer'],
+    ["SELECT 1 AS x WHERE 'a' IS JSON"],
+    ['SELECT JSON(\'{"a": 1}\') AS x'],
+    ['SELECT merge_action() AS x'],
+  ])('%s is refused statement_not_allowed, nothing served', async (sql) => {
+    const r = await query(a, sql);
+    expect(leaks(r.raw, a.secret.phone)).toBe(false);
+    expect({ kind: r.kind, code: r.code }).toEqual({ kind: 'refused', code: 'statement_not_allowed' });
+  });
+
+  test('the legacy json_object(a, b) is judged as PostgreSQL 15 resolves it: a same-named user function created since the scan trips the guard, then counts as the user function it is', async () => {
+    // Before the fix: one row, x = every phone in clear (the analysis judged pg_catalog.json_object).
+    await a.admin.query(`CREATE FUNCTION public.json_object(text, text) RETURNS text LANGUAGE sql STABLE AS ${PHONES_BODY}`);
+    try {
+      const first = await query(a, "SELECT json_object('a', 'b') AS x");
+      expect(leaks(first.raw, a.secret.phone)).toBe(false);
+      expect({ kind: first.kind, code: first.code }).toEqual({ kind: 'refused', code: 'catalog_stale' });
+      await scanSource(a.env.db, 'chinook');
+      a.env.gateway.store.invalidate('*');
+      const after = await query(a, "SELECT json_object('a', 'b') AS x");
+      expect(leaks(after.raw, a.secret.phone)).toBe(false);
+      // Judged as the user function public.json_object, whose body reads customer (phone masked).
+      expect({ kind: after.kind, code: after.code }).toEqual({ kind: 'refused', code: 'policy_denied' });
+      expect(after.sc.message).toContain('public.json_object');
+    } finally {
+      await a.admin.query('DROP FUNCTION IF EXISTS public.json_object(text, text)');
+      await scanSource(a.env.db, 'chinook');
+      a.env.gateway.store.invalidate('*');
+    }
+    // The built-in legacy form still works where nothing shadows it.
+    expect((await query(a, "SELECT json_object('{a,1}') AS x")).rows).toEqual([{ x: { a: '1' } }]);
+  });
+
+  test('honest objects, scanned: a view and a SQL function whose bodies call a helper named json_value do not carry its reads unmasked', async () => {
+    // The owner's helper public.json_value(text, text) (reads customer.phone), a view and a SQL
+    // function calling it, all scanned. The analysis read the bodies' json_value(…) as JSON_VALUE,
+    // which reads nothing: before the fix the function answered every phone in clear to an agent
+    // whose role reads public.* with phone masked (the view was answered masked: held).
+    const key = await statementsAgent(a, 'rt46a-all', [{ effect: 'allow', action: 'read', resource: 'public.*' }]);
+    await a.admin.query(`CREATE VIEW public.rt46a_v AS SELECT public.json_value('a', 'b') AS x`);
+    await a.admin.query("CREATE FUNCTION public.rt46a_f() RETURNS text LANGUAGE sql STABLE AS $$ SELECT json_value('a', 'b') $$");
+    try {
+      await scanSource(a.env.db, 'chinook');
+      a.env.gateway.store.invalidate('*');
+      const v = await query(a, 'SELECT x FROM rt46a_v', {}, key);
+      expect(leaks(v.raw, a.secret.phone)).toBe(false);
+      expect(v.kind === 'refused' || (v.kind === 'rows' && v.rows.every((r) => r.x === '***'))).toBe(true);
+      const f = await query(a, 'SELECT rt46a_f() AS x', {}, key);
+      expect(leaks(f.raw, a.secret.phone)).toBe(false);
+      expect(f.kind === 'refused' || (f.kind === 'rows' && f.rows.every((r) => r.x === '***'))).toBe(true);
+    } finally {
+      await a.admin.query('DROP VIEW IF EXISTS public.rt46a_v; DROP FUNCTION IF EXISTS public.rt46a_f()');
+    }
+  });
+});
+
