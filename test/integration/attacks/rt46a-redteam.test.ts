@@ -26,6 +26,11 @@
  *     refused); the legacy json_object call is judged by its unqualified name there (a later
  *     same-named function trips the guard, then counts as the user function it is); a user
  *     function's string body that uses them counts as calling the named function.
+ *  P1 (low, fixed here) a number parameter beyond ±(2^53−1) was rounded when the request was read
+ *     (JSON.parse): `SELECT $1::int8` with 9007199254740993 answered 9007199254740992, a write
+ *     would be queued for another id, without notice. Now refused `invalid_arguments` (send such
+ *     values as strings, which PostgreSQL reads exactly). Open: a decimal with more than 17
+ *     significant digits is still rounded by the JSON reader before anything can tell.
  * Held (asserted below): masked values through casts, domains, arrays and subscripts, row
  * constructors and field selection, jsonb_populate_record, COLLATE, window functions, aggregate
  * ORDER BY, UNION implicit casts, set-returning functions in FROM, LATERAL, DISTINCT / GROUP BY /
@@ -245,3 +250,18 @@ describe('J1 (high, fixed): SQL/JSON syntax the analyser reads as a construct ru
   });
 });
 
+describe('P1: a number parameter JSON cannot hold exactly', () => {
+  // The request body is JSON; a number beyond ±(2^53−1) reaches the gateway already rounded
+  // (9007199254740993 is read as 9007199254740992), and the statement ran with the rounded value:
+  // a different id than the agent wrote, answered (or queued as a write) without notice.
+  test('an integer parameter beyond ±(2^53−1) is refused invalid_arguments, not run rounded', async () => {
+    const r = await query(a, 'SELECT $1::int8 AS v', { params: [9007199254740993] });
+    expect({ kind: r.kind, code: r.code }).toEqual({ kind: 'invalid', code: 'invalid_arguments' });
+    expect(r.sc.message).toContain('as a string');
+  });
+  test('the same value as a string is exact; a safe integer stays a number', async () => {
+    expect((await query(a, 'SELECT $1::int8 AS v', { params: ['9007199254740993'] })).rows).toEqual([{ v: '9007199254740993' }]);
+    expect((await query(a, 'SELECT $1::int8 AS v', { params: [9007199254740991] })).rows).toEqual([{ v: 9007199254740991 }]);
+    expect((await query(a, 'SELECT $1::numeric AS v', { params: [0.5] })).rows).toEqual([{ v: '0.5' }]);
+  });
+});
