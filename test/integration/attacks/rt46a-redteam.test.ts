@@ -31,6 +31,9 @@
  *     would be queued for another id, without notice. Now refused `invalid_arguments` (send such
  *     values as strings, which PostgreSQL reads exactly). Open: a decimal with more than 17
  *     significant digits is still rounded by the JSON reader before anything can tell.
+ *  D1 (low, open: test.failing) the pinned DateStyle 'ISO, YMD' also decides how an agent's
+ *     ambiguous date literal is read: '01/02/03' is 2001-02-03 through InterLock, 2003-01-02 in
+ *     psql on this server (ISO, MDY); '01/02/2024' fails. Other rows selected, without notice.
  * Held (asserted below): masked values through casts, domains, arrays and subscripts, row
  * constructors and field selection, jsonb_populate_record, COLLATE, window functions, aggregate
  * ORDER BY, UNION implicit casts, set-returning functions in FROM, LATERAL, DISTINCT / GROUP BY /
@@ -39,7 +42,7 @@
  * timestamptz under the pinned zone, intervals, BC dates, bytea, money, json and jsonb digits,
  * arrays with bounds, nested and quoted elements, records, box arrays, ranges) equal to
  * PostgreSQL's own text output; session settings an agent cannot change (SET, set_config in any
- * spelling or position); PostgreSQL 16+ literals (0x1F, 1_000, 0b101) that PostgreSQL 15 refuses;
+ * spelling or position); PostgreSQL 16+ literals (0x1F, 1_000, 0b101, 0o17) refused invalid_sql;
  * multi-statement strings, dollar quoting and comments at the wrapper boundary.
  */
 import { startAttackEnv, query, leaks, statementsAgent, type AttackEnv, type Answer } from './harness';
@@ -264,4 +267,85 @@ describe('P1: a number parameter JSON cannot hold exactly', () => {
     expect((await query(a, 'SELECT $1::int8 AS v', { params: [9007199254740991] })).rows).toEqual([{ v: 9007199254740991 }]);
     expect((await query(a, 'SELECT $1::numeric AS v', { params: [0.5] })).rows).toEqual([{ v: '0.5' }]);
   });
+});
+
+/** The first text item of a served call: the rows' JSON exactly as the gateway wrote it (the harness's `rows` went through JSON.parse). */
+function textOf(r: Answer): string {
+  return String(JSON.parse(r.raw).result?.content?.[0]?.text);
+}
+
+test('V held: values arrive as PostgreSQL writes them (digits, NaN, -0, zones, BC, bytea, money, json verbatim, arrays, records, ranges)', async () => {
+  const cases: Array<[string, string]> = [
+    [
+      "SELECT 9007199254740993::int8 AS a, -9007199254740991::int8 AS b, 12345678901234567890.123456789::numeric AS c, 'NaN'::numeric AS d, 'Infinity'::numeric AS e, 'NaN'::float8 AS f, '-0'::float8 AS g, 1e308::float8 AS h, 1.1::float4 AS i, 0.1::float8 AS j",
+      '[{"a":"9007199254740993","b":-9007199254740991,"c":"12345678901234567890.123456789","d":"NaN","e":"Infinity","f":"NaN","g":-0,"h":1e+308,"i":1.1,"j":0.1}]',
+    ],
+    [
+      "SELECT '2024-01-15 12:00'::timestamp AS a, '2024-01-15 12:00+05'::timestamptz AS b, '1 year 2 mons 3 days 04:05:06.7'::interval AS c, '4713-01-01 BC'::date AS d, 'infinity'::timestamptz AS e, '12:00+05:30'::timetz AS f, '\\x00ff'::bytea AS g, 12.34::money AS h",
+      '[{"a":"2024-01-15 12:00:00","b":"2024-01-15 07:00:00+00","c":"1 year 2 mons 3 days 04:05:06.7","d":"4713-01-01 BC","e":"infinity","f":"12:00:00+05:30","g":"\\\\x00ff","h":"$12.34"}]',
+    ],
+    [
+      `SELECT '{"a": 9007199254740993, "b": 1.0000000000000000001, "c": 1e400}'::json AS a, '{"a": 9007199254740993, "b": 1.0000000000000000001}'::jsonb AS b, ARRAY[9007199254740993, 1]::int8[] AS c, ARRAY['{"a":9007199254740993}'::jsonb] AS d, ARRAY['NaN'::float8, '-0'] AS e, ARRAY[1.10::numeric] AS f, '[0:1]={1,2}'::int[] AS g, ARRAY[['a','b'],['c','d']] AS h, ARRAY['{x}', 'NULL', NULL, 'a"b\\c', ' '] AS i`,
+      '[{"a":{"a": 9007199254740993, "b": 1.0000000000000000001, "c": 1e400},"b":{"a": 9007199254740993, "b": 1.0000000000000000001},"c":["9007199254740993",1],"d":[{"a": 9007199254740993}],"e":["NaN",-0],"f":["1.10"],"g":"[0:1]={1,2}","h":[["a","b"],["c","d"]],"i":["{x}","NULL",null,"a\\"b\\\\c"," "]}]',
+    ],
+    [
+      "SELECT ROW(1, 'a b', NULL, 9007199254740993::int8) AS r, ARRAY[ROW(1,'x')] AS ra, '(1,2),(3,4)'::box AS bx, ARRAY['(1,2),(3,4)'::box, '(5,6),(7,8)'] AS bxa, int8range(9007199254740993, 9007199254740995) AS rg, '{[1,3),[5,7)}'::int4multirange AS mr, 'a & b'::tsquery AS tq",
+      '[{"r":"(1,\\"a b\\",,9007199254740993)","ra":"{\\"(1,x)\\"}","bx":"(3,4),(1,2)","bxa":["(3,4),(1,2)","(7,8),(5,6)"],"rg":"[9007199254740993,9007199254740995)","mr":"{[1,3),[5,7)}","tq":"\'a\' & \'b\'"}]',
+    ],
+  ];
+  for (const [sql, text] of cases) expect(textOf(await query(a, sql))).toBe(text);
+  // The json text is PostgreSQL's own, byte for byte (read as text by the superuser).
+  const own = await a.admin.query({ text: `SELECT '{"a": 9007199254740993, "b": 1.0000000000000000001, "c": 1e400}'::json::text AS t`, rowMode: 'array' });
+  expect(textOf(await query(a, cases[2]![0]))).toContain(`"a":${own.rows[0][0]}`);
+});
+
+test('S held: an agent cannot change a session setting (SET, set_config in any spelling or position); the pinned values hold', async () => {
+  const tries: Array<[string, string]> = [
+    ["SET TimeZone = 'America/New_York'", 'statement_not_allowed'],
+    ["SET LOCAL extra_float_digits = -15", 'statement_not_allowed'],
+    ["RESET DateStyle", 'statement_not_allowed'],
+    ["SELECT set_config('TimeZone', 'America/New_York', false)", 'function_not_allowed'],
+    ["SELECT \"pg_catalog\".\"set_config\"('extra_float_digits', '-15', false)", 'function_not_allowed'],
+    ["SELECT * FROM pg_catalog.set_config('bytea_output', 'escape', false)", 'function_not_allowed'],
+    ["SELECT 1 FROM (SELECT set_config('IntervalStyle', 'iso_8601', false)) s", 'function_not_allowed'],
+    ["WITH s AS (SELECT SET_CONFIG('DateStyle', 'SQL, DMY', true)) SELECT * FROM s", 'function_not_allowed'],
+    ["SELECT current_setting('lc_monetary') AS m", 'function_not_allowed'],
+  ];
+  for (const [sql, code] of tries) expect([sql, (await query(a, sql)).code]).toEqual([sql, code]);
+  const r = await query(a, "SELECT current_setting('TimeZone') AS tz, current_setting('DateStyle') AS ds, current_setting('IntervalStyle') AS iv, current_setting('extra_float_digits') AS efd, current_setting('standard_conforming_strings') AS scs");
+  expect(r.rows).toEqual([{ tz: 'UTC', ds: 'ISO, YMD', iv: 'postgres', efd: '1', scs: 'on' }]);
+});
+
+test('L held: literals of newer grammars, stacked statements, dollar quoting and comments at the mask wrapper boundary', async () => {
+  // PostgreSQL 16+ literals: the analyser (PostgreSQL 18 grammar) would read 0x1F as 31, PostgreSQL 15 as junk.
+  for (const sql of ['SELECT 0x1F AS a', 'SELECT 1_000 AS a', 'SELECT 0b101 AS a', 'SELECT 0o17 AS a']) {
+    const r = await query(a, sql);
+    expect([sql, r.kind, r.code]).toEqual([sql, 'invalid', 'invalid_sql']);
+  }
+  expect((await query(a, 'SELECT 1; SELECT 2')).code).toBe('statement_not_allowed');
+  expect((await query(a, 'SELECT $$;$$ AS a')).rows).toEqual([{ a: ';' }]);
+  const masked = 'l***@***.br'; // customer 1's e-mail, partially masked
+  const wrapped: Array<[string, Record<string, unknown>]> = [
+    ['SELECT email FROM customer WHERE customer_id = 1 -- trailing', { email: masked }],
+    ['SELECT email FROM customer WHERE customer_id = 1; -- after the semicolon', { email: masked }],
+    ['SELECT email FROM customer WHERE customer_id = 1 /* x */ ;  /* y */', { email: masked }],
+    ['SELECT $a$ ) AS q; $a$ AS x, email FROM customer WHERE customer_id = 1', { x: ' ) AS q; ', email: masked }],
+    ["SELECT 'a\\' AS x, email FROM customer WHERE customer_id = 1", { x: 'a\\', email: masked }],
+    ["SELECT E'\\'' AS x, email FROM customer WHERE customer_id = 1", { x: "'", email: masked }],
+    ['SELECT email AS "a""b", customer_id AS "x)y" FROM customer WHERE customer_id = 1', { 'a"b': masked, 'x)y': 1 }],
+  ];
+  for (const [sql, row] of wrapped) expect([sql, (await query(a, sql)).rows]).toEqual([sql, [row]]);
+});
+
+test.failing('D1 (low, open): an ambiguous date literal is read in the order the source server uses (DateStyle pinned to YMD changes input, not only output)', async () => {
+  // The pinned DateStyle 'ISO, YMD' is there for output (ISO 8601 is the same in every order), but
+  // the order part also decides how an agent's literal is read: '01/02/03' is 2001-02-03 through
+  // InterLock and 2003-01-02 in psql on this server (ISO, MDY; a European server is often DMY),
+  // and '01/02/2024' fails (22008) where psql reads 2024-01-02. A WHERE on such a literal selects
+  // other rows, a queued UPDATE other rows, without notice. Fix proposal: pin only 'ISO' (the
+  // order then stays the server's postgresql.conf one) and accept any 'ISO, …' as verified
+  // (session-settings.ts, pinned-client.ts, spec/value-mapping-v1.json's pinned settings).
+  const own = await a.admin.query("SELECT '01/02/03'::date::text AS d, '01/02/2024'::date::text AS e");
+  const r = await query(a, "SELECT '01/02/03'::date AS d, '01/02/2024'::date AS e");
+  expect({ kind: r.kind, rows: r.rows }).toEqual({ kind: 'rows', rows: own.rows });
 });
