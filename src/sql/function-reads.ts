@@ -34,7 +34,7 @@
 import type { CatalogRoutine, RelationName } from './catalog-types';
 import { BUILTIN_SCHEMAS, builtinFunctionRefusal } from './builtin-functions/classes';
 import { deniedFunctionReason } from './function-policy';
-import { JSON_OBJECT_QUALIFIED_SINCE, legacyCallName, readsAsAnalysed, SYNTAX_SINCE } from './legacy-syntax';
+import { JSON_OBJECT_QUALIFIED_SINCE, legacyCallName, readsAsAnalysed, sinceOf } from './legacy-syntax';
 import { parseSql } from './parser';
 import { type PreparedCatalog, relKey } from './prepared-catalog';
 import { codeOfColumns, codeOfType, codeOfTypeName } from './type-code';
@@ -353,7 +353,7 @@ function stringBody(cat: PreparedCatalog, r: CatalogRoutine, d: Direct): boolean
       else if (key === 'CommonTableExpr') ctes.add(String((v as Node).ctename));
       else if (!readsAsAnalysed(version, key)) {
         const call = legacyCallName(key, v as Node);
-        if (call === null) noCall ??= SYNTAX_SINCE[key]!.call;
+        if (call === null) noCall ??= sinceOf(key)!.call;
         else funcs.push([call]);
       } else if (key === 'FuncCall') {
         const parts = names((v as Node).funcname);

@@ -41,7 +41,7 @@ export const JSON_OBJECT_QUALIFIED_SINCE = 160000;
  * before versions were recorded) reads as an older server (fail closed).
  */
 export function readsAsAnalysed(serverVersionNum: number | undefined, type: string): boolean {
-  const since = SYNTAX_SINCE[type];
+  const since = sinceOf(type);
   if (!since) return true;
   return serverVersionNum !== undefined && serverVersionNum >= since.version;
 }
@@ -57,5 +57,10 @@ export function legacyCallName(type: string, n: Record<string, unknown> | undefi
     return op === 'JSON_VALUE_OP' ? 'json_value' : op === 'JSON_QUERY_OP' ? 'json_query' : op === 'JSON_EXISTS_OP' ? 'json_exists' : null;
   }
   if (type === 'JsonIsPredicate') return null;
-  return SYNTAX_SINCE[type]?.call ?? null;
+  return sinceOf(type)?.call ?? null;
+}
+
+/** SYNTAX_SINCE's own entry for `type` (a tree key such as `constructor` or `toString` is not one). */
+export function sinceOf(type: string): { readonly version: number; readonly call: string } | undefined {
+  return Object.prototype.hasOwnProperty.call(SYNTAX_SINCE, type) ? SYNTAX_SINCE[type] : undefined;
 }

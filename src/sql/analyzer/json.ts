@@ -6,7 +6,7 @@
  *
  * Below expr.ts in the import order, so sub-expressions are walked through the door `st.doors.expr`.
  */
-import { readsAsAnalysed, SYNTAX_SINCE } from '../legacy-syntax';
+import { readsAsAnalysed, sinceOf } from '../legacy-syntax';
 import { type Lin, LIN_NONE, merge } from '../lineage';
 import { over } from './agg';
 import { checkFields, hasOwn, type N, Refusal, unwrap } from './nodes';
@@ -25,7 +25,7 @@ export function requireSyntaxVersion(st: WalkState, type: string): void {
   if (readsAsAnalysed(st.cat.source.serverVersionNum, type)) return;
   throw new Refusal(
     'statement_not_allowed',
-    `this syntax is not allowed on this source: its server reads it as a call of a function named ${SYNTAX_SINCE[type]!.call}, not as the SQL/JSON construct (call the function you mean by its schema-qualified name)`,
+    `this syntax is not allowed on this source: its server reads it as a call of a function named ${sinceOf(type)!.call}, not as the SQL/JSON construct (call the function you mean by its schema-qualified name)`,
   );
 }
 
