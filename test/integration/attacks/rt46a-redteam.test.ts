@@ -45,10 +45,15 @@
  * arrays with bounds, nested and quoted elements, records, box arrays, ranges) equal to
  * PostgreSQL's own text output; session settings an agent cannot change (SET, set_config in any
  * spelling or position); PostgreSQL 16+ literals (0x1F, 1_000, 0b101, 0o17) refused invalid_sql;
- * multi-statement strings, dollar quoting and comments at the wrapper boundary.
+ * multi-statement strings, dollar quoting and comments at the wrapper boundary; a SQL_ASCII source's
+ * non-UTF-8 bytes (the server fails the read, 22021: never served as U+FFFD).
  */
 import { startAttackEnv, query, leaks, statementsAgent, type AttackEnv, type Answer } from './harness';
+import pg from 'pg';
 import { scanSource } from '../../../src/control/scan';
+import { PostgresSourceConnector } from '../../../src/sources/postgres/connector';
+import type { SourceError } from '../../../src/sources/postgres/errors';
+import { ADMIN_URL, urlFor } from '../../helpers/pg';
 
 let a: AttackEnv;
 
@@ -352,4 +357,48 @@ test('D1 (low, fixed): an ambiguous date literal is read in the order the source
   const own = await a.admin.query("SELECT '01/02/03'::date::text AS d, '01/02/2024'::date::text AS e");
   const r = await query(a, "SELECT '01/02/03'::date AS d, '01/02/2024'::date AS e");
   expect({ kind: r.kind, rows: r.rows }).toEqual({ kind: 'rows', rows: own.rows });
+});
+
+describe('E held: a SQL_ASCII source database', () => {
+  // PostgreSQL converts nothing between a SQL_ASCII database and a client: bytes stored as they came
+  // (here Latin-1 'café', \xe9) would reach the driver, which decodes UTF-8 and would replace what
+  // is not UTF-8 by U+FFFD (a different value, without notice). Held: for the pinned client_encoding
+  // UTF8 the server checks the bytes on the way out and fails the statement (22021, data_exception),
+  // so the read fails instead of serving another value.
+  const name = `rt46a_ascii_${process.pid}`;
+  const reader = `${name}_reader`;
+  let admin: pg.Client;
+  let db: pg.Client;
+  let c: PostgresSourceConnector;
+  beforeAll(async () => {
+    admin = new pg.Client({ connectionString: ADMIN_URL });
+    await admin.connect();
+    await admin.query(`CREATE DATABASE ${name} TEMPLATE template0 ENCODING 'SQL_ASCII' LC_COLLATE 'C' LC_CTYPE 'C'`);
+    await admin.query(`CREATE ROLE ${reader} LOGIN`);
+    db = new pg.Client({ connectionString: urlFor(name) });
+    await db.connect();
+    await db.query(`CREATE TABLE t (v text); INSERT INTO t VALUES (E'caf\\xe9'); GRANT SELECT ON t TO ${reader}`);
+    const u = new URL(ADMIN_URL);
+    c = new PostgresSourceConnector('ascii', { host: u.hostname, port: Number(u.port || 5432), database: name, reader: { user: reader } });
+  });
+  afterAll(async () => {
+    await c?.close();
+    await db?.end();
+    await admin?.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
+    await admin?.query(`DROP ROLE IF EXISTS ${reader}`);
+    await admin?.end();
+  });
+
+  test('a value that is not UTF-8 is not served as U+FFFD: the read fails data_exception', async () => {
+    const stored = await db.query({ text: 'SELECT encode(convert_to(v, current_setting($1)), $2) AS hex FROM t', values: ['server_encoding', 'hex'] });
+    expect(stored.rows).toEqual([{ hex: '636166e9' }]); // 'caf' and the Latin-1 byte \xe9, as stored
+    const got = await c.read('SELECT v FROM t', [], { maxRows: 10, maxBytes: 1 << 20 }).then(
+      (r) => r.rows,
+      (e: SourceError) => e.code,
+    );
+    expect(got).toBe('execution_failed'); // the statement failed on the server (class 22), no value served
+    // An ASCII value of the same table is served.
+    await db.query("INSERT INTO t VALUES ('plain')");
+    expect((await c.read("SELECT v FROM t WHERE v = 'plain'", [], { maxRows: 10, maxBytes: 1 << 20 })).rows).toEqual([{ v: 'plain' }]);
+  });
 });
