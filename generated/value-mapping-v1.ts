@@ -14,7 +14,7 @@ export interface BuiltinTypeMapping {
 }
 
 /** The session settings the mapping assumes (PostgreSQL spelling). */
-export const VALUE_MAPPING_SETTINGS: Readonly<Record<string, string>> = {"DateStyle":"ISO, YMD","IntervalStyle":"postgres","TimeZone":"UTC","extra_float_digits":"1","bytea_output":"hex","client_encoding":"UTF8"};
+export const VALUE_MAPPING_SETTINGS: Readonly<Record<string, string>> = {"DateStyle":"ISO","IntervalStyle":"postgres","TimeZone":"UTC","extra_float_digits":"1","bytea_output":"hex","client_encoding":"UTF8"};
 
 /** Every built-in type the mapping lists, in family order; any type not here is `text`. */
 export const BUILTIN_TYPE_MAPPINGS: readonly BuiltinTypeMapping[] = [

@@ -163,6 +163,13 @@ function pipeline(deps: QueryPipelineDeps, now: () => Date, analyses: AnalysisCa
     if (analysis.paramCount !== params.length) {
       return { kind: 'tool_error', code: 'invalid_arguments', message: `The statement uses ${analysis.paramCount} parameter(s) ($1…) but params has ${params.length}.` };
     }
+    // A JSON number beyond ±(2^53−1) was rounded when the request was read (9007199254740993 arrives
+    // as 9007199254740992): running it would answer, or queue a write, for a value the agent did not
+    // send (red team rt46a P1). Such values must come as strings, which PostgreSQL reads exactly.
+    const inexact = params.findIndex((p) => typeof p === 'number' && (!Number.isFinite(p) || (Number.isInteger(p) && !Number.isSafeInteger(p))));
+    if (inexact >= 0) {
+      return { kind: 'tool_error', code: 'invalid_arguments', message: `params[${inexact}] is a number that JSON readers cannot hold exactly (an integer beyond ±(2^53−1)): send it as a string, e.g. "9007199254740993".` };
+    }
     const untrusted = untrustedFunction(analysis, source.settings.trusted_functions);
     if (untrusted) return untrusted;
     if (cached.entry.denied) return cached.entry.denied;

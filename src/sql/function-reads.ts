@@ -34,6 +34,7 @@
 import type { CatalogRoutine, RelationName } from './catalog-types';
 import { BUILTIN_SCHEMAS, builtinFunctionRefusal } from './builtin-functions/classes';
 import { deniedFunctionReason } from './function-policy';
+import { JSON_OBJECT_QUALIFIED_SINCE, legacyCallName, readsAsAnalysed, sinceOf } from './legacy-syntax';
 import { parseSql } from './parser';
 import { type PreparedCatalog, relKey } from './prepared-catalog';
 import { codeOfColumns, codeOfType, codeOfTypeName } from './type-code';
@@ -340,13 +341,25 @@ function stringBody(cat: PreparedCatalog, r: CatalogRoutine, d: Direct): boolean
   const funcs: string[][] = [];
   const opers: string[][] = [];
   const casts: string[][] = [];
+  // On a server older than the parser's grammar, SQL/JSON syntax and the legacy json_object(…) are
+  // calls of functions of those names on the path (red team rt46a J1, legacy-syntax.ts).
+  const version = cat.source.serverVersionNum;
+  let noCall: string | null = null;
   const walk = (n: unknown): void => {
     if (Array.isArray(n)) return void n.forEach(walk);
     if (n === null || typeof n !== 'object') return;
     for (const [key, v] of Object.entries(n as Node)) {
       if (key === 'RangeVar') rangeVars.push(v as Node);
       else if (key === 'CommonTableExpr') ctes.add(String((v as Node).ctename));
-      else if (key === 'FuncCall') funcs.push(names((v as Node).funcname));
+      else if (!readsAsAnalysed(version, key)) {
+        const call = legacyCallName(key, v as Node);
+        if (call === null) noCall ??= sinceOf(key)!.call;
+        else funcs.push([call]);
+      } else if (key === 'FuncCall') {
+        const parts = names((v as Node).funcname);
+        const legacy = parts.length === 2 && parts[0] === 'pg_catalog' && parts[1] === 'json_object' && !(version !== undefined && version >= JSON_OBJECT_QUALIFIED_SINCE);
+        funcs.push(legacy ? ['json_object'] : parts);
+      }
       else if (key === 'A_Expr' && String((v as Node).kind).includes('BETWEEN')) {
         // `[NOT] BETWEEN [SYMMETRIC]` is named `BETWEEN` in the tree but resolves `>=` and `<=`
         // (NOT: `<` and `>`) when it runs (red team rt43b F2).
@@ -364,6 +377,7 @@ function stringBody(cat: PreparedCatalog, r: CatalogRoutine, d: Direct): boolean
     }
   };
   walk(stmts);
+  if (noCall !== null) return !(d.opaque = `uses ${noCall}, SQL/JSON syntax its server does not read as the analysis does`);
   for (const rv of rangeVars) {
     if (rv.catalogname) return !(d.opaque = 'names a relation of another database');
     const rel = String(rv.relname);

@@ -21,7 +21,7 @@
  */
 import pg from 'pg';
 import { LOCAL_WIRE_ERROR_CODE } from './health';
-import { PINNED_SESSION_SETTINGS, SessionSettingsMismatch, type PinnedSetting, type SettingMismatch } from './session-settings';
+import { expectedText, holdsPin, PINNED_SESSION_SETTINGS, SessionSettingsMismatch, type PinnedSetting, type SettingMismatch } from './session-settings';
 import type { ClientInternals } from './wire';
 
 export { SESSION_SETTINGS_MISMATCH_CODE, SessionSettingsMismatch, isSessionSettingsMismatch, type SettingMismatch } from './session-settings';
@@ -63,8 +63,8 @@ export class PinnedClient extends pg.Client {
       const { parameterName, parameterValue } = msg as { parameterName: string; parameterValue: string };
       this.reported.set(key(parameterName), parameterValue);
       const pin = PINNED_BY_KEY.get(key(parameterName));
-      if (this.verified && pin && parameterValue !== pin.expected) {
-        const err = Object.assign(new SessionSettingsMismatch([{ name: pin.name, expected: pin.expected, actual: parameterValue }]), { code: LOCAL_WIRE_ERROR_CODE });
+      if (this.verified && pin && !holdsPin(pin, parameterValue)) {
+        const err = Object.assign(new SessionSettingsMismatch([{ name: pin.name, expected: expectedText(pin), actual: parameterValue }]), { code: LOCAL_WIRE_ERROR_CODE });
         // Fail the statement in flight now (its CommandComplete may be in the same chunk), then drop the socket.
         (this as unknown as { _handleErrorEvent(e: Error): void })._handleErrorEvent(err);
         conn.stream.destroy?.(err);
@@ -85,13 +85,13 @@ export async function verifyPinnedSettings(client: PinnedClient): Promise<void> 
   for (const s of PINNED_SESSION_SETTINGS) {
     const got = s.reported ? client.reported.get(key(s.name)) : undefined;
     if (got === undefined) toQuery.push(s);
-    else if (got !== s.expected) mismatches.push({ name: s.name, expected: s.expected, actual: got });
+    else if (!holdsPin(s, got)) mismatches.push({ name: s.name, expected: expectedText(s), actual: got });
   }
   const r = await client.query({ text: currentSettingsSql(toQuery.map((s) => s.name)), queryMode: 'extended' } as pg.QueryConfig);
   const row = (r.rows[0] ?? {}) as Record<string, unknown>;
   toQuery.forEach((s, i) => {
     const got = row[`s${i}`];
-    if (got !== s.expected) mismatches.push({ name: s.name, expected: s.expected, actual: typeof got === 'string' ? got : null });
+    if (typeof got !== 'string' || !holdsPin(s, got)) mismatches.push({ name: s.name, expected: expectedText(s), actual: typeof got === 'string' ? got : null });
   });
   if (mismatches.length > 0) throw new SessionSettingsMismatch(mismatches);
   const path: unknown = typeof row.sp === 'string' ? JSON.parse(row.sp) : null;

@@ -22,8 +22,13 @@ export interface PinnedSetting {
   readonly name: string;
   /** The value sent in the startup packet. */
   readonly value: string;
-  /** The value the server reports back in ParameterStatus when the pin held. */
+  /** The value the server reports back in ParameterStatus when the pin held (with `accepts`: one such value, e.g. this server's). */
   readonly expected: string;
+  /**
+   * When set, every value it matches holds the pin, not only `expected` (DateStyle: the output style
+   * is pinned, the year/month/day order of input stays the server's, red team rt46a D1).
+   */
+  readonly accepts?: RegExp;
   /** Whether PostgreSQL reports this setting in ParameterStatus (so it can be verified without a query). */
   readonly reported: boolean;
   /** `lexer`: the analyser depends on it; `output`: the value mapping depends on it. */
@@ -40,8 +45,8 @@ export const PINNED_SESSION_SETTINGS: readonly PinnedSetting[] = [
     why: "with standard_conforming_strings on, \\' is never an escape; safe_encoding refuses it in client encodings where a backslash can end a multibyte character" },
   { name: 'client_encoding', value: 'UTF8', expected: 'UTF8', reported: true, family: 'lexer',
     why: 'statements and results travel as UTF-8; another encoding changes how bytes become characters on both sides' },
-  { name: 'DateStyle', value: 'ISO, YMD', expected: 'ISO, YMD', reported: true, family: 'output',
-    why: 'dates and timestamps are returned as PostgreSQL writes them in ISO 8601 form' },
+  { name: 'DateStyle', value: 'ISO', expected: 'ISO, MDY', accepts: /^ISO, (MDY|DMY|YMD)$/, reported: true, family: 'output',
+    why: "dates and timestamps are returned as PostgreSQL writes them in ISO 8601 form; the field order of ambiguous date input ('01/02/03') stays the server's (postgresql.conf), as other clients read it" },
   { name: 'IntervalStyle', value: 'postgres', expected: 'postgres', reported: true, family: 'output',
     why: "intervals are returned in PostgreSQL's default text form" },
   { name: 'TimeZone', value: 'UTC', expected: 'UTC', reported: true, family: 'output',
@@ -51,6 +56,16 @@ export const PINNED_SESSION_SETTINGS: readonly PinnedSetting[] = [
   { name: 'bytea_output', value: 'hex', expected: 'hex', reported: false, family: 'output',
     why: 'bytea is returned as PostgreSQL hex text (\\x…)' },
 ] as const;
+
+/** Whether the server's `value` of `pin` holds it (`expected`, or any value `accepts` matches). */
+export function holdsPin(pin: PinnedSetting, value: string): boolean {
+  return pin.accepts ? pin.accepts.test(value) : value === pin.expected;
+}
+
+/** What a mismatch names as expected for `pin`: `expected`, or the pattern `accepts` (e.g. `^ISO, (MDY|DMY|YMD)$`). */
+export function expectedText(pin: PinnedSetting): string {
+  return pin.accepts ? pin.accepts.source : pin.expected;
+}
 
 /** The `-c name=value` startup options for every pinned setting (values with spaces escaped as PostgreSQL's options parser wants). */
 export function pinnedStartupOptions(): string {

@@ -6,7 +6,7 @@
  * left enum arrays as `{…}` text and wrote `bytea` as Node's Buffer object.
  *
  * The decoders rely on the pinned output settings (src/sources/postgres/session-settings.ts:
- * DateStyle 'ISO, YMD', IntervalStyle postgres, TimeZone UTC, extra_float_digits 1, bytea_output
+ * DateStyle ISO, IntervalStyle postgres, TimeZone UTC, extra_float_digits 1, bytea_output
  * hex): under them PostgreSQL's own text output is already lossless and host-independent, so most
  * types are passed through as that text and nothing here depends on the gateway's TZ or locale.
  *

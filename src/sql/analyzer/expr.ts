@@ -11,7 +11,7 @@
 import { deniedValueFunctionReason } from '../function-policy';
 import { derive, type Lin, LIN_ANY, LIN_NONE, merge, type RelRef, tableKey, wholeRow } from '../lineage';
 import { funcCall } from './func';
-import { jsonExpr } from './json';
+import { jsonExpr, requireSyntaxVersion } from './json';
 import { bareName, checkFields, hasOwn, type N, nodeType, q, Refusal, strings, strs, unwrap } from './nodes';
 import { builtInOperator, checkOperator, operatorUse } from './oper';
 import { columnsAtLevel, findItem, hasColumn, reached, starColumns } from './relation';
@@ -239,8 +239,11 @@ function exNode(st: WalkState, node: N | undefined, ctx: Ctx): Lin {
       case 'MultiAssignRef':
         checkFields(type, n);
         return calc(st, ex(st, n.source, ctx));
-      case 'SetToDefault':
       case 'MergeSupportFunc':
+        requireSyntaxVersion(st, type); // an older server calls a function named merge_action (rt46a J1)
+        checkFields(type, n);
+        return LIN_NONE;
+      case 'SetToDefault':
         checkFields(type, n);
         return LIN_NONE;
       case 'JsonObjectConstructor':

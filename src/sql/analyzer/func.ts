@@ -11,6 +11,7 @@ import { allocationSizeReason } from '../builtin-functions/sizing';
 import { BUILTIN_SCHEMAS, builtinFunctionRefusal, regconfigCallReason } from '../builtin-functions/classes';
 import { deniedFunctionReason, deniedSettingReason, HARMLESS_VOLATILE, isCacheBreaking } from '../function-policy';
 import { functionReads } from '../function-reads';
+import { JSON_OBJECT_QUALIFIED_SINCE } from '../legacy-syntax';
 import { colKey, type ColumnRef, derive, type Lin, LIN_ANY, LIN_NONE, merge, wholeRow } from '../lineage';
 import { type PreparedRelation, type PreparedRoutine, relKey } from '../prepared-catalog';
 import { aggregateModifiers, isPlainCount } from './agg';
@@ -112,6 +113,19 @@ function resultRows(st: WalkState, candidates: readonly PreparedRoutine[]): Resu
 }
 
 /**
+ * The name the source's server looks up for a call written `parts`: the analyser's grammar turns the
+ * legacy `json_object(…)` into `pg_catalog.json_object(…)`, which a server before PostgreSQL 16 (or
+ * one the catalogue does not record the version of) looks up unqualified on the search path, where a
+ * same-named user function may match the arguments better (red team rt46a J1). There the call is
+ * judged unqualified; so is an explicit `pg_catalog.json_object(…)` (conservative: every candidate).
+ */
+function lookedUpName(st: WalkState, parts: string[]): string[] {
+  if (parts.length !== 2 || parts[0] !== 'pg_catalog' || parts[1] !== 'json_object') return parts;
+  const v = st.cat.source.serverVersionNum;
+  return v !== undefined && v >= JSON_OBJECT_QUALIFIED_SINCE ? parts : [parts[1]];
+}
+
+/**
  * A function call (`FuncCall`): resolved and judged, arguments and modifiers walked. `lin` is its
  * value, derived from them and, for a call returning a relation's row, that row (`rows.whole`, task
  * hs); `args` the arguments' part alone (what decides which rows a function in FROM produces);
@@ -119,7 +133,7 @@ function resultRows(st: WalkState, candidates: readonly PreparedRoutine[]): Resu
  */
 export function funcCall(st: WalkState, fc: N, ctx: Ctx): { lin: Lin; args: Lin; routine: PreparedRoutine; rows: ResultRows | null } {
   checkFields('FuncCall', fc);
-  const fname = strings(fc.funcname, 'function name');
+  const fname = lookedUpName(st, strings(fc.funcname, 'function name'));
   const { first: routine, candidates } = resolveFunction(st, fname);
   const rows = resultRows(st, candidates);
   const bare = fname[fname.length - 1].toLowerCase();

@@ -6,6 +6,7 @@
  *
  * Below expr.ts in the import order, so sub-expressions are walked through the door `st.doors.expr`.
  */
+import { readsAsAnalysed, sinceOf } from '../legacy-syntax';
 import { type Lin, LIN_NONE, merge } from '../lineage';
 import { over } from './agg';
 import { checkFields, hasOwn, type N, Refusal, unwrap } from './nodes';
@@ -13,6 +14,20 @@ import { sortOperator } from './oper';
 import type { Ctx, WalkState } from './state';
 import { typeName } from './type';
 import { calc, perRowQuery } from './uses';
+
+/**
+ * Refuses parse node `type` (an SQL/JSON construct or `MERGE_ACTION()`) unless the catalogue records
+ * a server that reads it as the construct the analysis judges (red team rt46a J1, legacy-syntax.ts):
+ * an older server calls a same-named function found on the search path instead. Throws
+ * `statement_not_allowed`; the message does not name the server's version.
+ */
+export function requireSyntaxVersion(st: WalkState, type: string): void {
+  if (readsAsAnalysed(st.cat.source.serverVersionNum, type)) return;
+  throw new Refusal(
+    'statement_not_allowed',
+    `this syntax is not allowed on this source: its server reads it as a call of a function named ${sinceOf(type)!.call}, not as the SQL/JSON construct (call the function you mean by its schema-qualified name)`,
+  );
+}
 
 /** A JSON node checked against its fields and returned as is (JSON nodes arrive bare as well as wrapped). */
 function unwrapJson(n: N, type: string): N {
@@ -67,6 +82,7 @@ function jsonBehavior(st: WalkState, b: N | undefined, ctx: Ctx): Lin {
  * counts the node and its nesting.
  */
 export function jsonExpr(st: WalkState, type: string, n: N, ctx: Ctx): Lin {
+  requireSyntaxVersion(st, type);
   switch (type) {
     case 'JsonObjectConstructor': {
       checkFields(type, n);

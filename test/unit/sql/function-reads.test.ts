@@ -231,3 +231,24 @@ describe('task hf5: the user functions an analysis assumed', () => {
     expect(a.ok && a.userFunctions).toEqual([{ schema: 'public', name: 'inner_f' }, { schema: 'public', name: 'vf' }]);
   });
 });
+
+test('SQL/JSON syntax in a string body (red team rt46a J1): a call of the same-named function on a server that reads it so, the construct on one that does not', () => {
+  const helper = sqlFn('public', 'json_value', 'SELECT ssn FROM employee LIMIT 1');
+  const body = sqlFn('public', 'f', "SELECT JSON_VALUE('a', 'b')");
+  const legacy = sqlFn('public', 'g', "SELECT json_object('a', 'b')");
+  const helperObject = sqlFn('public', 'json_object', 'SELECT ssn FROM employee LIMIT 1');
+  // PostgreSQL 15 calls public.json_value: its reads are the body's.
+  const pg15 = catalog([helper, body, legacy, helperObject], { serverVersionNum: 150004 });
+  expect(reads(pg15, 'f').relations).toEqual([{ schema: 'public', name: 'employee' }]);
+  expect(reads(pg15, 'f').lookups.functions).toEqual([{ schema: 'public', name: 'json_value' }]);
+  expect(reads(pg15, 'g').relations).toEqual([{ schema: 'public', name: 'employee' }]);
+  // Not recorded (a snapshot from before versions were recorded): judged as the older server.
+  expect(reads(catalog([helper, body], {}), 'f').relations).toEqual([{ schema: 'public', name: 'employee' }]);
+  // IS JSON on such a server is no call at all: opaque.
+  expect(reads(catalog([sqlFn('public', 'h', "SELECT 'a' IS JSON")], { serverVersionNum: 150004 }), 'h').opaque).toMatch(/IS JSON/);
+  // PostgreSQL 17 reads the constructs (JSON_OBJECTAGG's `constructor` field is a tree key, not syntax).
+  const pg17 = catalog([helper, body, legacy, sqlFn('public', 'k', "SELECT JSON_OBJECTAGG('a' VALUE 1)")], { serverVersionNum: 170002 });
+  expect(reads(pg17, 'f')).toEqual({ relations: [], opaque: null, securityDefiner: false, functions: [{ schema: 'public', name: 'f' }], lookups: { functions: [], operators: [] } });
+  expect(reads(pg17, 'g').relations).toEqual([]);
+  expect(reads(pg17, 'k')).toEqual({ relations: [], opaque: null, securityDefiner: false, functions: [{ schema: 'public', name: 'k' }], lookups: { functions: [], operators: [] } });
+});
