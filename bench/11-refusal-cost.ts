@@ -10,7 +10,9 @@
  * sorted (every refusal must carry Retry-After). With BENCH_PROFILE_DIR each gateway runs under
  * `--cpu-prof` and writes its profile there on exit (then the CPU figures include the profiler); with
  * BENCH_STRACE_DIR each run is counted by `strace -c -f` into that folder (system calls per answer;
- * the CPU figures then include the tracer's cost).
+ * the CPU figures then include the tracer's cost). With BENCH_PERF_DIR each run is sampled by `perf record
+ * -g -p` into that folder (`<side>-<round>.data`; with BENCH_NODE_FLAGS=--perf-basic-prof the JavaScript frames
+ * are named: `perf report -i … --no-children`). BENCH_NODE_FLAGS: node flags for every side's process.
  *
  * Beside each refusal, in the same rounds: a served call's gateway CPU (issue 29's denominator) from a
  * second gateway of the same build (BENCH_ROOTS' each) with the same settings but admission's default
@@ -58,6 +60,22 @@ function servedVars(env: BenchEnv): Record<string, string> {
   return v;
 }
 
+/**
+ * The gateway's own count of the MCP endpoint's answers by HTTP status (interlock_mcp_requests_total, every method
+ * and dialect), from its /metrics: beside wrk's answers it shows what wrk does not see (the holders' own calls and
+ * refusals) and the calls a gateway served while it should only refuse.
+ */
+async function answersByStatus(url: string): Promise<Record<string, number>> {
+  const u = new URL(url);
+  const text = await (await fetch(`${u.protocol}//${u.host}/metrics`)).text();
+  const out: Record<string, number> = {};
+  for (const line of text.split('\n')) {
+    const m = /^interlock_mcp_requests_total\{[^}]*status="(\d+)"[^}]*\} ([0-9.eE+-]+)$/.exec(line);
+    if (m) out[m[1]] = (out[m[1]] ?? 0) + Number(m[2]);
+  }
+  return out;
+}
+
 const median = (xs: number[]) => {
   const s = [...xs].sort((a, b) => a - b);
   const m = s.length >> 1;
@@ -70,16 +88,19 @@ async function main(): Promise<void> {
   const rounds = envInt('BENCH_ROUNDS', 3);
   const seconds = envInt('BENCH_SECONDS', 4);
   const prof = process.env.BENCH_PROFILE_DIR;
+  // BENCH_NODE_FLAGS: node flags for every side's process (e.g. --perf-basic-prof for BENCH_PERF_DIR).
+  const extra = (process.env.BENCH_NODE_FLAGS ?? '').split(' ').filter(Boolean);
+  const flags = (name: string): string[] => [...extra, ...(prof ? ['--cpu-prof', `--cpu-prof-dir=${prof}`, `--cpu-prof-name=${name}.cpuprofile`] : [])];
   const withServed = process.env.BENCH_SERVED !== '0';
   await withBenchEnv({}, async (env) => {
-    const gws = await Promise.all(roots.map((r, i) => startServe(lim1Vars(env), prof ? ['--cpu-prof', `--cpu-prof-dir=${prof}`, `--cpu-prof-name=refusal-${i}.cpuprofile`] : [], r)));
-    const floor = await startTsChild('bench/lib/refusal-floor-server.ts', {}, prof ? ['--cpu-prof', `--cpu-prof-dir=${prof}`, '--cpu-prof-name=floor.cpuprofile'] : []);
+    const gws = await Promise.all(roots.map((r, i) => startServe(lim1Vars(env), flags(`refusal-${i}`), r)));
+    const floor = await startTsChild('bench/lib/refusal-floor-server.ts', {}, flags('floor'));
     const sides: Array<{ name: string; gw: GatewayChild }> = [...gws.map((gw, i) => ({ name: roots[i], gw })), { name: 'node:http floor', gw: floor }];
     // BENCH_NET_FLOOR=1: the same refusal from a plain node:net server (bench/lib/refusal-floor-net.ts), no node:http objects.
     // With it, the node:http floor writing its answer past ServerResponse (FLOOR_WRITE=raw, one corked socket write).
     if (process.env.BENCH_NET_FLOOR === '1') {
-      sides.push({ name: 'node:http floor, raw write', gw: await startTsChild('bench/lib/refusal-floor-server.ts', { FLOOR_WRITE: 'raw' }, prof ? ['--cpu-prof', `--cpu-prof-dir=${prof}`, '--cpu-prof-name=floor-raw.cpuprofile'] : []) });
-      sides.push({ name: 'node:net floor', gw: await startTsChild('bench/lib/refusal-floor-net.ts', {}, prof ? ['--cpu-prof', `--cpu-prof-dir=${prof}`, '--cpu-prof-name=floor-net.cpuprofile'] : []) });
+      sides.push({ name: 'node:http floor, raw write', gw: await startTsChild('bench/lib/refusal-floor-server.ts', { FLOOR_WRITE: 'raw' }, flags('floor-raw')) });
+      sides.push({ name: 'node:net floor', gw: await startTsChild('bench/lib/refusal-floor-net.ts', {}, flags('floor-net')) });
     }
     // The served side of each build: a second gateway of that build that does not refuse (servedVars).
     const served = withServed ? await Promise.all(roots.map((r) => startServe(servedVars(env), [], r))) : [];
@@ -130,11 +151,21 @@ async function main(): Promise<void> {
         if (withServed && r % 2 === 0) await servedRound(r);
         const order = sides.map((_, i) => sides[(i + r) % sides.length]);
         for (const s of order) {
-          const tracer = process.env.BENCH_STRACE_DIR ? spawn('strace', ['-c', '-f', '-p', String(s.gw.pid), '-o', path.join(process.env.BENCH_STRACE_DIR, `${s.name.replace(/[^a-z0-9]+/gi, '_')}-${r + 1}.txt`)], { stdio: 'ignore' }) : null;
+          const tag = `${s.name.replace(/[^a-z0-9]+/gi, '_')}-${r + 1}`;
+          const tracer = process.env.BENCH_STRACE_DIR
+            ? spawn('strace', ['-c', '-f', '-p', String(s.gw.pid), '-o', path.join(process.env.BENCH_STRACE_DIR, `${tag}.txt`)], { stdio: 'ignore' })
+            : process.env.BENCH_PERF_DIR
+              ? spawn('perf', ['record', '-q', '-g', '-p', String(s.gw.pid), '-o', path.join(process.env.BENCH_PERF_DIR, `${tag}.data`)], { stdio: 'ignore' })
+              : null;
           if (tracer) await new Promise((res) => setTimeout(res, 500));
+          const isGateway = roots.includes(s.name);
+          const m0 = isGateway ? await answersByStatus(s.gw.url) : null;
           const c0 = procCpuSplitMs(s.gw.pid);
           const w = await runWrkOverload({ url: s.gw.url, connections: 32, seconds, bodies: BODIES, headers: callHeaders(env.apiKey), expect: '"track_id"' });
           const c1 = procCpuSplitMs(s.gw.pid);
+          const m1 = isGateway ? await answersByStatus(s.gw.url) : null;
+          // The gateway's answers in the run by status (its /metrics, one scrape before and after, outside the CPU window).
+          const gatewayAnswers = m0 && m1 ? Object.fromEntries(Object.keys(m1).map((k) => [k, m1[k] - (m0[k] ?? 0)]).filter(([, n]) => n !== 0)) : undefined;
           const cpuMs = c1.user + c1.system - c0.user - c0.system;
           if (tracer) {
             tracer.kill('SIGINT');
@@ -143,7 +174,7 @@ async function main(): Promise<void> {
           const answers = w.refused + w.served + w.other;
           const us = (cpuMs * 1000) / Math.max(1, answers);
           per.get(s.name)!.push(us);
-          console.log(JSON.stringify({ side: s.name, round: r + 1, answers, refused: w.refused, retryAfter: w.refusedWithRetryAfter, served: w.served, other: w.other, socketErrors: w.socketErrors, usPerAnswer: Math.round(us * 10) / 10, systemUsPerAnswer: Math.round(((c1.system - c0.system) * 10000) / Math.max(1, answers)) / 10, load1: loadavg()[0].toFixed(2) }));
+          console.log(JSON.stringify({ side: s.name, round: r + 1, answers, refused: w.refused, retryAfter: w.refusedWithRetryAfter, served: w.served, other: w.other, socketErrors: w.socketErrors, gatewayAnswers, usPerAnswer: Math.round(us * 10) / 10, systemUsPerAnswer: Math.round(((c1.system - c0.system) * 10000) / Math.max(1, answers)) / 10, load1: loadavg()[0].toFixed(2) }));
         }
         if (withServed && r % 2 === 1) await servedRound(r);
       }

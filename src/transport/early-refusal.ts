@@ -108,7 +108,8 @@ export function earlyCapacityRefusal(
     const call = earlyCall(req.headers as Record<string, string | undefined>, policy);
     if (!call) return false;
     const { version } = call;
-    const early = refuseKnownFromHeaders(deps, { ...call, clientAddress: clientAddressKey(req.socket.remoteAddress), scope: req.socket });
+    // A fixed-shape literal, not a spread of `call` (see front-door.ts take).
+    const early = refuseKnownFromHeaders(deps, { apiKey: call.apiKey, tool: call.tool, version: call.version, clientAddress: clientAddressKey(req.socket.remoteAddress), scope: req.socket });
     if (!early) return false;
     // The endpoint's own body reader: under these headers (Content-Length, no Transfer-Encoding or
     // Content-Encoding, at most EARLY_BODY_MAX) it reads the framed body directly. A body that never
