@@ -47,9 +47,15 @@ export class ResultCache {
   /** False when configured with ttlMs 0 or maxBytes 0: nothing is stored and every lookup misses. */
   readonly enabled: boolean;
 
+  /** Milliseconds between two sweeps of expired entries (the time to live; see set()). */
+  private readonly sweepEveryMs: number;
+  /** performance.now() at or after which the next set() sweeps expired entries first. */
+  private nextSweepAt = 0;
+
   constructor(opts: ResultCacheOptions = { ttlMs: 30_000, maxBytes: 32 * 1024 * 1024 }) {
     // lru-cache reads ttl 0 as "no expiry"; for InterLock 0 means "cache disabled".
     this.enabled = opts.ttlMs > 0 && opts.maxBytes > 0;
+    this.sweepEveryMs = Math.max(1, opts.ttlMs);
     this.lru = new LRUCache<string, CachedResult>({
       ttl: Math.max(1, opts.ttlMs),
       maxSize: Math.max(1, opts.maxBytes),
@@ -77,8 +83,22 @@ export class ResultCache {
     return v;
   }
 
+  /**
+   * Stores `value` under `key` (nothing when the cache is disabled). At most once per time to live,
+   * a store first drops the entries whose time to live ran out (lru-cache's purgeStale, by its own
+   * clock: exactly the entries a get() would no longer return), so an expired entry no longer stays
+   * until its key is read again or the byte budget evicts it (issue 28, h28k: at a short time to live
+   * every stored read outlived a young-generation collection and was promoted, then collected as
+   * old-generation garbage). What get() answers is unchanged; the sweep walks every entry held, once
+   * per time to live (at most the byte budget's worth), and nothing otherwise.
+   */
   set(key: string, value: CachedResult): void {
     if (!this.enabled) return;
+    const now = performance.now();
+    if (now >= this.nextSweepAt) {
+      this.nextSweepAt = now + this.sweepEveryMs;
+      if (this.lru.size > 0) this.lru.purgeStale();
+    }
     this.lru.set(key, value);
   }
 
