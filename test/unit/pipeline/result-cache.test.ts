@@ -78,10 +78,10 @@ describe('expired entries (issue 28, h28k): dropped by a later store, not held u
   const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
   test('a store after the time to live drops every expired entry; live ones stay and get() answers as before', async () => {
-    const c = new ResultCache({ ttlMs: 5, maxBytes: 1_000_000 });
+    const c = new ResultCache({ ttlMs: 20, maxBytes: 1_000_000 });
     for (let i = 0; i < 50; i++) c.set(`old${i}`, { ...result, rows: [{ a: i }] });
     expect(c.size).toBe(50);
-    await sleep(30);
+    await sleep(80);
     // Nothing was read: before, all 50 stayed (size 51) until the byte budget evicted them.
     c.set('new', result);
     expect(c.size).toBe(1);
