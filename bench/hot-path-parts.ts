@@ -16,6 +16,8 @@
  *    path of the result cache; every key new, so the cache fills to its byte budget and evicts). Its
  *    figure moves 0.8–1.7× between runs of one build (the two sides share one heap, and this piece
  *    is mostly the collector's): read it only across several runs.
+ *  - `result-cache miss, 1 ms`: the same on a 1 ms cache (bench 08's uncached side), whose entries
+ *    expire while the loop runs (h28k: a store sweeps expired entries once per time to live);
  *  - `query cache key`: the key of a point read as query.ts builds it: cacheKey (with the catalogue
  *    and policies by content) over the hashed access fingerprint (accessFingerprintOf) where the
  *    tree has them, else ResultCache.key over the JSON access fingerprint (~1 KB) as before;
@@ -68,6 +70,7 @@ function pieces(root: string): Record<string, Piece> {
   const connector = { standaloneGuard, relationTrees: async () => [] };
   const cache = new ResultCache();
   const missCache = new ResultCache({ ttlMs: 30_000, maxBytes: 32 * 1024 * 1024 });
+  const missCache1 = new ResultCache({ ttlMs: 1, maxBytes: 32 * 1024 * 1024 });
   const { rowsText } = load('pipeline/rows-json.js') as { rowsText: (rows: object[]) => string };
   const accessFingerprint = JSON.stringify([ev.statements('chinook'), 'mask:customer.email=partial;customer.phone=full']);
   const chain = load('audit/chain.js') as { batchTexts?: (rows: unknown[]) => { text: string; columns: string[] }; eventColumns: (rows: unknown[]) => string[] };
@@ -177,6 +180,16 @@ function pieces(root: string): Record<string, Piece> {
         missCache.set(key, { rows, truncated: false, maskedColumns: [] });
       }
     },
+    'result-cache miss, 1 ms': (n) => {
+      // The same on a 1 ms cache (bench 08's uncached side): entries expire as the loop runs (h28k: a store sweeps them).
+      for (let i = 0; i < n; i++) {
+        const key = missCache1.key({ sourceId: 'chinook', sql: POINT_SQL, params: [i], maxRows: 100, accessFingerprint });
+        if (missCache1.get(key)) sink++;
+        const rows = [{ track_id: i, name: 'For Those About To Rock', album_id: 1, genre_id: 1, composer: null, milliseconds: 343719, unit_price: '0.99' }];
+        rowsText(rows);
+        missCache1.set(key, { rows, truncated: false, maskedColumns: [] });
+      }
+    },
     'query cache key': (n) => {
       for (let i = 0; i < n; i++) sink += queryKey([1 + (i % 3503)]).length;
     },
@@ -226,6 +239,7 @@ function pieces(root: string): Record<string, Piece> {
 }
 
 function main(): void {
+  // BENCH_PIECES (piece names joined by |) times only those.
   const before = process.env.BEFORE_ROOT;
   if (!before) throw new Error('BEFORE_ROOT (a checkout with dist/ built) is required');
   const ops = envInt('BENCH_OPS', 200_000);
@@ -233,7 +247,8 @@ function main(): void {
   console.log(`# hot-path-parts: before = ${before}/dist vs after = ${ROOT}/dist, ${rounds} rounds × ${ops} ops`);
   console.log(machineLine());
   const sides = { before: pieces(path.resolve(before)), after: pieces(ROOT) };
-  const names = Object.keys(sides.after).filter((k) => k !== 'sink');
+  const only = process.env.BENCH_PIECES?.split('|');
+  const names = Object.keys(sides.after).filter((k) => k !== 'sink' && (!only || only.includes(k)));
   const ns: Record<string, Record<string, number[]>> = { before: {}, after: {} };
   for (const side of Object.keys(sides) as Array<keyof typeof sides>) for (const n of names) sides[side][n](ops / 10); // warm the JIT
   for (let r = 0; r < rounds; r++) {

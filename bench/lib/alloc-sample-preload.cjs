@@ -6,6 +6,9 @@
  * (every IL_ALLOC_INTERVAL bytes on average, default 4096), the second stops it and writes the
  * profile (JSON of HeapProfiler.SamplingHeapProfile) to IL_ALLOC_OUT. The in-process inspector
  * session answers synchronously, so nothing else runs between the signal and the write.
+ * IL_ALLOC_SURVIVORS=1 (h28k) leaves out what the scavenger collected: the profile then counts only
+ * the bytes that outlived a young-generation collection (promoted, or alive at the end of the
+ * window), which is what a scavenge pays to copy and the old generation later collects.
  */
 'use strict';
 const inspector = require('node:inspector');
@@ -17,7 +20,7 @@ let sampling = false;
 process.on('SIGUSR2', () => {
   if (!sampling) {
     session.post('HeapProfiler.enable');
-    session.post('HeapProfiler.startSampling', { samplingInterval: Number(process.env.IL_ALLOC_INTERVAL || 4096), includeObjectsCollectedByMinorGC: true, includeObjectsCollectedByMajorGC: true });
+    session.post('HeapProfiler.startSampling', { samplingInterval: Number(process.env.IL_ALLOC_INTERVAL || 4096), includeObjectsCollectedByMinorGC: process.env.IL_ALLOC_SURVIVORS !== '1', includeObjectsCollectedByMajorGC: true });
     sampling = true;
     return;
   }

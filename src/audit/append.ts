@@ -73,6 +73,14 @@ export class AuditAppend {
     const name = this.pendingParses.shift();
     if (name && this.connection) parsedSet(this.connection).add(name);
   };
+  /**
+   * Set by pg's `Client.query` when the client has a `query_timeout` (the gateway's audit pool,
+   * openAuditPool): its wrapper clears the client-side read-timeout timer, so it is called once, when
+   * the submission ends (finish). Before h28k nothing called it: every batch's timer stayed armed for
+   * the full query_timeout (commit timeout + 1 s), holding the batch (statement values, texts) that
+   * long — promoted to the old generation — and then fired, making an Error for a batch long done.
+   */
+  callback?: (err: unknown, result?: unknown) => void;
 
   constructor(
     readonly json: string | AppendCall,
@@ -143,6 +151,9 @@ export class AuditAppend {
     if (this.done) return;
     this.done = true;
     this.connection?.removeListener('parseComplete', this.onParseComplete);
+    const cb = this.callback;
+    this.callback = undefined;
+    cb?.(this.error, this.batchId);
     if (this.error) this.onDone(this.error);
     else if (this.batchId === null) this.onDone(new Error('interlock_audit_append_v2 returned no batch id'));
     else this.onDone(null, this.batchId);

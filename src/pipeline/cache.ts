@@ -47,9 +47,17 @@ export class ResultCache {
   /** False when configured with ttlMs 0 or maxBytes 0: nothing is stored and every lookup misses. */
   readonly enabled: boolean;
 
+  /** Milliseconds between two sweeps of expired entries (the time to live; see set()). */
+  private readonly sweepEveryMs: number;
+  /** performance.now() at or after which the next set() sweeps expired entries first. */
+  private nextSweepAt = 0;
+  /** Stores since the last sweep: a sweep waits for at least half the entries held (see set()). */
+  private storesSinceSweep = 0;
+
   constructor(opts: ResultCacheOptions = { ttlMs: 30_000, maxBytes: 32 * 1024 * 1024 }) {
     // lru-cache reads ttl 0 as "no expiry"; for InterLock 0 means "cache disabled".
     this.enabled = opts.ttlMs > 0 && opts.maxBytes > 0;
+    this.sweepEveryMs = Math.max(1, opts.ttlMs);
     this.lru = new LRUCache<string, CachedResult>({
       ttl: Math.max(1, opts.ttlMs),
       maxSize: Math.max(1, opts.maxBytes),
@@ -77,8 +85,27 @@ export class ResultCache {
     return v;
   }
 
+  /**
+   * Stores `value` under `key` (nothing when the cache is disabled). At most once per time to live,
+   * and only after at least half as many stores as entries held, a store first drops the entries
+   * whose time to live ran out (lru-cache's purgeStale, by its own clock: exactly the entries a get()
+   * would no longer return), so an expired entry no longer stays until its key is read again or the
+   * byte budget evicts it (issue 28, h28k: at a short time to live every stored read outlived a
+   * young-generation collection and was promoted, then collected as old-generation garbage). What
+   * get() answers is unchanged. A sweep walks every entry held; waiting for half as many stores
+   * bounds that to about two entries visited per store, even when lru-cache's clock stands still
+   * (it is refreshed by a timer, so within one synchronous burst nothing turns stale for it).
+   */
   set(key: string, value: CachedResult): void {
     if (!this.enabled) return;
+    if (++this.storesSinceSweep * 2 >= this.lru.size) {
+      const now = performance.now();
+      if (now >= this.nextSweepAt) {
+        this.nextSweepAt = now + this.sweepEveryMs;
+        this.storesSinceSweep = 0;
+        if (this.lru.size > 0) this.lru.purgeStale();
+      }
+    }
     this.lru.set(key, value);
   }
 

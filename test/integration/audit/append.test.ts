@@ -145,3 +145,21 @@ test("the gateway's audit pool: the statement_timeout comes with the connection,
   }
   expect(await verifyAuditChain(t.db)).toMatchObject({ ok: true, firstMismatch: null });
 });
+
+test("the gateway's audit pool: a committed batch leaves no client-side read timer behind (h28k: pg's query_timeout timer is cleared only through the submission's callback)", async () => {
+  // openAuditPool gives its client a query_timeout (commit timeout + 1 s). Before h28k, AuditAppend
+  // never called the callback pg wraps around that timer: each batch's timer stayed armed (holding
+  // the batch) for 3 s after its commit, then fired for nothing.
+  const audit = openAuditPool(t.db.url, 2000, undefined, 1);
+  const timeouts = () => process.getActiveResourcesInfo().filter((r) => r === 'Timeout').length;
+  try {
+    const lane = new ChainLane(audit);
+    await lane.append(rows('req_timer0', 1), 2000); // connects, reads the anchors, leaves the idle client's timer
+    const before = timeouts();
+    for (let i = 1; i <= 3; i++) await lane.append(rows(`req_timer${i}`, 2), 2000);
+    expect(timeouts()).toBe(before);
+  } finally {
+    await audit.end();
+  }
+  expect((await stored('req_timer')).length).toBe(7);
+});

@@ -73,3 +73,29 @@ describe('stored answers (issue 28): kept as final bytes only when small, and co
     }
   });
 });
+
+describe('expired entries (issue 28, h28k): dropped by a later store, not held until read or evicted', () => {
+  const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+  test('a store after the time to live drops every expired entry; live ones stay and get() answers as before', async () => {
+    const c = new ResultCache({ ttlMs: 20, maxBytes: 1_000_000 });
+    for (let i = 0; i < 50; i++) c.set(`old${i}`, { ...result, rows: [{ a: i }] });
+    expect(c.size).toBe(50);
+    await sleep(80);
+    // Nothing was read: before, all 50 stayed (size 51) until the byte budget evicted them.
+    c.set('new', result);
+    expect(c.size).toBe(1);
+    expect(c.get('new')).toBe(result);
+    expect(c.get('old0')).toBeUndefined();
+  });
+
+  test('entries within their time to live are never dropped by the sweep', async () => {
+    const c = new ResultCache({ ttlMs: 60_000, maxBytes: 1_000_000 });
+    c.set('a', result);
+    await sleep(10);
+    c.set('b', result);
+    expect(c.size).toBe(2);
+    expect(c.get('a')).toBe(result);
+    expect(c.get('b')).toBe(result);
+  });
+});
