@@ -6,9 +6,10 @@
  * Each test is one attack; its name says whether it is a finding (severity, fixed or open:
  * test.failing while open) or an attack the trail withstands ("held").
  *
- *   G1 medium, open: a tool call stored as a queued write's (decision queued, any approval id) through
- *      interlock_audit_append_v2 (format 2) still verifies on a keyed trail: identity, SQL, time and
- *      approval id are the thief's, and the approval id need name no approval.
+ *   G1 medium, partly fixed: a tool call stored as a queued write's (decision queued) through
+ *      interlock_audit_append_v2 (format 2) verified on a keyed trail: identity, SQL, time and approval
+ *      id the thief's, the approval id naming no approval. Now verify names one whose approval id names
+ *      no approval of the same identity; open: the thief may insert that approval row too.
  *   G2 medium (availability), open; documented by this task: a keyed genesis forged by the runtime role
  *      (any tag, any key id) keys an unkeyed trail, and every gateway without a key fails closed (42501).
  *   G3 low, fixed: a key of 32 bytes but one repeated character (or a short repeated pattern) was accepted.
@@ -151,18 +152,35 @@ describe('a stolen runtime credential against a keyed trail', () => {
     expect(faults(await verifyAuditChain(t.db, { keys }))).toEqual([[denied, 'unkeyed_batch'], [forged, 'unknown_key'], [sameId, 'hash_mismatch']]);
   });
 
-  test.failing('finding G1 (medium, open): a tool call the thief stores as a queued write (interlock_audit_append_v2, an approval id that names no approval) verifies on a keyed trail', async () => {
+  test('finding G1 (medium, partly fixed): a tool call the thief stores as a queued write (interlock_audit_append_v2) whose approval id names no approval, or another identity\'s, is named on a keyed trail', async () => {
     const k = newKey();
     const keys = new Map([[k.id, k]]);
     await new ChainLane(rt, k).append([row('q1')], 5000);
-    // Any identity, any SQL fingerprint, any time; no approval row exists with that id.
-    const lie = await appendAuditRows(rt, [
-      row('q2', { identity_id: 'idn_ffffffffffffffffffff', decision: 'queued', reason_code: 'approval_required', approval_id: 'apr_ffffffffffffffffffff', fingerprint: 'DROP TABLE invoices', time: '2026-01-01T00:00:00.000Z' }),
+    await t.db.pool.query("INSERT INTO identities (id, name) VALUES ('idn_eeeeeeeeeeeeeeeeeeee', 'someone')");
+    await t.db.pool.query("INSERT INTO sources (id, type, name, description, enabled, settings) VALUES ('chinook', 'postgres', 'chinook', '', true, '{}')");
+    await rt.query("INSERT INTO approvals (id, source_id, identity_id, request_id, sql, expires_at) VALUES ('apr_eeeeeeeeeeeeeeeeeeeeeeee', 'chinook', 'idn_eeeeeeeeeeeeeeeeeeee', 'q0', 'UPDATE t SET x = 1', now() + interval '1 hour')");
+    // Any identity, any SQL fingerprint, any time; no approval row with that id.
+    const none = await appendAuditRows(rt, [
+      row('q2', { identity_id: 'idn_ffffffffffffffffffff', decision: 'queued', reason_code: 'approval_required', approval_id: 'apr_ffffffffffffffffffffffff', fingerprint: 'DROP TABLE invoices', time: '2026-01-01T00:00:00.000Z' }),
     ]);
-    expect((await t.db.pool.query<{ n: number }>("SELECT count(*)::int AS n FROM approvals WHERE id = 'apr_ffffffffffffffffffff'")).rows[0].n).toBe(0);
+    // A real approval's id, under another identity.
+    const other = await appendAuditRows(rt, [row('q3', { identity_id: 'idn_ffffffffffffffffffff', decision: 'queued', reason_code: 'approval_required', approval_id: 'apr_eeeeeeeeeeeeeeeeeeeeeeee' })]);
     const r = await verifyAuditChain(t.db, { keys });
     expect(r.ok).toBe(false);
-    expect(faults(r)).toEqual([[lie, 'unkeyed_batch']]);
+    expect(faults(r)).toEqual([[none, 'unkeyed_batch'], [other, 'unkeyed_batch']]);
+  });
+
+  test.failing('finding G1 (medium, open): a thief who inserts the approval row too (INSERT on approvals) adds a queued tool call that verifies on a keyed trail', async () => {
+    const k = newKey();
+    const keys = new Map([[k.id, k]]);
+    await new ChainLane(rt, k).append([row('p1')], 5000);
+    await t.db.pool.query("INSERT INTO identities (id, name) VALUES ('idn_ffffffffffffffffffff', 'someone')");
+    await t.db.pool.query("INSERT INTO sources (id, type, name, description, enabled, settings) VALUES ('chinook', 'postgres', 'chinook', '', true, '{}')");
+    await rt.query("INSERT INTO approvals (id, source_id, identity_id, request_id, sql, state, expires_at) VALUES ('apr_ffffffffffffffffffffffff', 'chinook', 'idn_ffffffffffffffffffff', 'p2', 'DROP TABLE invoices', 'expired', now() - interval '1 hour')");
+    const lie = await appendAuditRows(rt, [
+      row('p2', { identity_id: 'idn_ffffffffffffffffffff', decision: 'queued', reason_code: 'approval_required', approval_id: 'apr_ffffffffffffffffffffffff', fingerprint: 'DROP TABLE invoices' }),
+    ]);
+    expect(faults(await verifyAuditChain(t.db, { keys }))).toEqual([[lie, 'unkeyed_batch']]);
   });
 
   test.failing('finding G2 (medium, availability, open): a keyed genesis the thief forges (any tag, any key id) keys an unkeyed trail, and a gateway without a key fails closed', async () => {
