@@ -6,7 +6,7 @@
  *
  * Configured as `audit.key` (INTERLOCK_AUDIT_KEY, the signing key) and `audit.previous_keys`
  * (INTERLOCK_AUDIT_PREVIOUS_KEYS, comma-separated: keys that only verify, for rotation); each at least
- * 32 bytes (UTF-8). A batch records its key's id, a non-secret fingerprint (AUDIT_KEY_ID_LENGTH hex
+ * 32 bytes (UTF-8) of at least 8 distinct byte values. A batch records its key's id, a non-secret fingerprint (AUDIT_KEY_ID_LENGTH hex
  * digits of HMAC-SHA-256(key, "interlock-audit-key-id")), so verify picks the key that tagged it.
  * The embedded/demo path generates a key into its data dir (mode 0600) when none is configured.
  * docs/operators.md ("Audit trail": "The audit key").
@@ -18,6 +18,13 @@ import { ValidationError } from '../control/errors';
 
 /** Fewest bytes (UTF-8) an audit key has. */
 export const AUDIT_KEY_MIN_BYTES = 32;
+
+/**
+ * Fewest distinct byte values an audit key has (red team rt46b G3): a key that is one character or a
+ * short pattern repeated (`aaaa…`, `abab…`) is refused; a random key (base64 or hex, as
+ * docs/operators.md says to make one) always has many more.
+ */
+export const AUDIT_KEY_MIN_DISTINCT_BYTES = 8;
 
 /** Hex digits of a key id (64 bits). */
 export const AUDIT_KEY_ID_LENGTH = 16;
@@ -39,10 +46,15 @@ export function auditKeyId(secret: Buffer): string {
   return createHmac('sha256', secret).update('interlock-audit-key-id').digest('hex').slice(0, AUDIT_KEY_ID_LENGTH);
 }
 
-/** An AuditKey of `text` (its UTF-8 bytes). Throws ValidationError when shorter than AUDIT_KEY_MIN_BYTES; `what` names the setting in the message (never the value). */
+/**
+ * An AuditKey of `text` (its UTF-8 bytes). Throws ValidationError when shorter than
+ * AUDIT_KEY_MIN_BYTES, or of fewer than AUDIT_KEY_MIN_DISTINCT_BYTES distinct bytes (a character or
+ * short pattern repeated); `what` names the setting in the message (never the value).
+ */
 export function auditKey(text: string, what = 'audit.key'): AuditKey {
   const secret = Buffer.from(text, 'utf8');
   if (secret.length < AUDIT_KEY_MIN_BYTES) throw new ValidationError(`${what} must be at least ${AUDIT_KEY_MIN_BYTES} bytes (a random secret: openssl rand -base64 48)`);
+  if (new Set(secret).size < AUDIT_KEY_MIN_DISTINCT_BYTES) throw new ValidationError(`${what} must be a random secret, not a character or short pattern repeated (openssl rand -base64 48)`);
   return { id: auditKeyId(secret), secret };
 }
 

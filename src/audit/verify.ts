@@ -40,7 +40,7 @@ import { PENDING_STALE_MS } from './pending';
  * event (`misplaced_config`: a governance change forged by a holder of the runtime role's
  * credential, whose direct INSERTs may store format-3 batches only; red team rtgov finding 4); a
  * format-3 batch after the trail became keyed, or a format-1/2 batch then holding a tool-call event
- * other than a queued write's (`unkeyed_batch`: written without the audit key, so by anyone holding
+ * other than a queued write's whose approval exists for the same identity (`unkeyed_batch`: written without the audit key, so by anyone holding
  * the runtime role's credential, through its INSERTs or the append functions; red team rt45b F1); a format-5 batch whose key id
  * names none of the keys given (`unknown_key`: a key forged, or an old key not passed to verify).
  */
@@ -178,7 +178,12 @@ interface BatchCheck {
   archived: boolean;
   /** A stored value no writer produces: a time before year 1 or infinite, a relations array not 1-based and one-dimensional. */
   unwritable: boolean;
-  /** The batch holds a tool-call event other than a queued write's (decision queued, with its approval id): what only the writer lanes store. */
+  /**
+   * The batch holds a tool-call event other than a queued write's (decision queued, with the id of an
+   * approval of the same identity, which queueApproval stores in the same transaction): what only the
+   * writer lanes store. An approval id that names no approval, or another identity's, is a forgery
+   * (red team rt46b G1; a thief who also inserts an approval row is not caught, docs/operators.md).
+   */
   loose_calls: boolean;
   /** Format 3 and 5: the chain, the place in it, 'seal' or null, the genesis's anchors text. */
   chain_id: string | null;
@@ -369,7 +374,8 @@ export async function verifyAuditChain(db: ControlDb, opts: { since?: Date; arch
                 NOT isfinite(b.committed_at) OR b.committed_at < ${YEAR_ONE}
                   OR coalesce(bool_or(NOT isfinite(e.time) OR e.time < ${YEAR_ONE} OR NOT isfinite(e.recorded_at) OR e.recorded_at < ${YEAR_ONE}
                     OR (cardinality(e.relations) > 0 AND (array_lower(e.relations, 1) <> 1 OR array_ndims(e.relations) <> 1))), false) AS unwritable,
-                coalesce(bool_or(e.kind = 'tool_call' AND (e.decision IS DISTINCT FROM 'queued' OR e.approval_id IS NULL)), false) AS loose_calls
+                coalesce(bool_or(e.kind = 'tool_call' AND (e.decision IS DISTINCT FROM 'queued' OR e.approval_id IS NULL
+                  OR NOT EXISTS (SELECT 1 FROM approvals p WHERE p.id = e.approval_id AND p.identity_id = e.identity_id))), false) AS loose_calls
          FROM audit_batches b LEFT JOIN ${evSource} e ON e.batch_id = b.id
          WHERE b.id BETWEEN $1 AND $2
          GROUP BY b.id ORDER BY b.id`,

@@ -93,11 +93,12 @@ describe('format 5 on a fresh trail', () => {
     }
     expect(faults(await verifyAuditChain(t.db, { keys: both.byId }))).toEqual([[g0, 'unkeyed_batch']]);
     // The format-2 append function the runtime role may call (approval events) is no way round: a tool
-    // call other than a queued write's in such a batch is named too; a queued write's (with the
-    // approval event beside it, as queueApproval stores them) is not.
+    // call other than a queued write's in such a batch is named too, and so is a queued write's whose
+    // approval id names no approval of its identity (red team rt46b G1; queueApproval stores the
+    // approval row in the same transaction: test/integration/attacks/rt46b-redteam.test.ts).
     const loose = await appendAuditRows(rt, [row('r8', { decision: 'allowed' })]);
     const queued = await appendAuditRows(rt, [row('r9', { decision: 'queued', reason_code: 'approval_required', approval_id: 'apr_0123456789abcdef0123' })]);
-    expect(faults(await verifyAuditChain(t.db, { keys: both.byId }))).toEqual([[g0, 'unkeyed_batch'], [loose, 'unkeyed_batch']]);
+    expect(faults(await verifyAuditChain(t.db, { keys: both.byId }))).toEqual([[g0, 'unkeyed_batch'], [loose, 'unkeyed_batch'], [queued, 'unkeyed_batch']]);
     expect(BigInt(queued) > BigInt(loose)).toBe(true);
   });
 });

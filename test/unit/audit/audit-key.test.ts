@@ -12,7 +12,7 @@ import { batchHashV3, batchTagV5 } from '../../../src/audit/chain';
 import { loadConfig } from '../../../src/control/config';
 import { ValidationError } from '../../../src/control/errors';
 
-const K1 = 'k'.repeat(32);
+const K1 = 'the first audit key: 32+ bytes!!';
 const K2 = 'another audit key of 32+ bytes!!';
 
 test('a key id is 16 hex digits of HMAC-SHA-256(key, "interlock-audit-key-id"); a key shorter than 32 bytes is refused, its value never echoed', () => {
@@ -23,7 +23,10 @@ test('a key id is 16 hex digits of HMAC-SHA-256(key, "interlock-audit-key-id"); 
   expect(() => auditKey(short)).toThrow(ValidationError);
   expect(() => auditKey(short)).toThrow('audit.key must be at least 32 bytes (a random secret: openssl rand -base64 48)');
   // 16 characters of 2 bytes each: 32 bytes.
-  expect(auditKey('é'.repeat(16)).secret.length).toBe(32);
+  expect(auditKey('éèêëàâäîïôöùûüçñ').secret.length).toBe(32);
+  // 32 bytes or more but one character or a short pattern repeated (red team rt46b G3).
+  expect(() => auditKey('é'.repeat(16))).toThrow('audit.key must be a random secret, not a character or short pattern repeated (openssl rand -base64 48)');
+  expect(() => auditKeyring({ previous_keys: ['abcdefg'.repeat(5)] })).toThrow('audit.previous_keys[0] (INTERLOCK_AUDIT_PREVIOUS_KEYS) must be a random secret');
 });
 
 test('the keyring: audit.key signs and verifies, previous_keys only verify; from the environment too', () => {

@@ -1,0 +1,224 @@
+/**
+ * Red team rt46b: the keyed audit chain (format 5; migration 20261216100000000_audit-keyed-chain_f1,
+ * src/audit/key.ts, chain.ts, verify.ts), attacked on real PostgreSQL with the runtime role's
+ * credential only (grantRuntimeRole, as `interlock db grant-runtime-role` sets it up), without the key.
+ *
+ * Each test is one attack; its name says whether it is a finding (severity, fixed or open:
+ * test.failing while open) or an attack the trail withstands ("held").
+ *
+ *   G1 medium, partly fixed: a tool call stored as a queued write's (decision queued) through
+ *      interlock_audit_append_v2 (format 2) verified on a keyed trail: identity, SQL, time and approval
+ *      id the thief's, the approval id naming no approval. Now verify names one whose approval id names
+ *      no approval of the same identity; open: the thief may insert that approval row too.
+ *   G2 medium (availability), open; documented by this task: a keyed genesis forged by the runtime role
+ *      (any tag, any key id) keys an unkeyed trail, and every gateway without a key fails closed (42501).
+ *   G3 low, fixed: a key of 32 bytes but one repeated character (or a short repeated pattern) was accepted.
+ */
+import { randomBytes, randomUUID } from 'node:crypto';
+import pg from 'pg';
+import { createGrantedLoginRole, dropLoginRole, freshControlDb, type TestControlDb } from '../control/control-db';
+import { grantRuntimeRole } from '../../../src/control/db';
+import { ChainLane } from '../../../src/audit/chain';
+import { auditKey, type AuditKey } from '../../../src/audit/key';
+import { verifyAuditChain } from '../../../src/audit/verify';
+import { appendAuditRows } from '../../../src/audit/writer';
+import { ValidationError } from '../../../src/control/errors';
+import { BASE_AUDIT_ROW } from '../../helpers/audit-events';
+
+jest.setTimeout(180_000);
+
+const newKey = (): AuditKey => auditKey(randomBytes(32).toString('base64'));
+const row = (request: string, extra: Partial<typeof BASE_AUDIT_ROW> = {}) => ({ ...BASE_AUDIT_ROW, request_id: request, ...extra });
+/** The SQLSTATE `sql` fails with on `c` ('ok' when it succeeds). */
+const codeOf = (c: { query: (s: string, p?: unknown[]) => Promise<unknown> }, sql: string, params: unknown[] = []) =>
+  c.query(sql, params).then(() => 'ok', (e: { code?: string }) => e.code ?? String(e));
+const faults = (r: { mismatches: Array<{ batchId: string; fault: string }> }) => r.mismatches.map((m) => [m.batchId, m.fault]);
+
+const BATCH_COLS = 'committed_at, event_count, prev_hash, hash, format, chain_id, seq, mark, anchors, mac_key_id';
+const EVENT_COLS = `kind, time, request_id, identity_id, key_id, tool, canonical_tool, dialect, protocol_version, decision,
+  reason_code, source_id, action, fingerprint, relations, row_count, duration_ms, approval_id, operator, details`;
+
+/**
+ * As the runtime role (`rt`): a copy of batch `src` (its header and stored tag, with `set` SQL
+ * expressions replacing columns) and of its events, pointed at the copy; returns the copy's id.
+ */
+async function replay(rt: pg.Pool, src: string, set: Record<string, string> = {}): Promise<string> {
+  const cols = BATCH_COLS.split(', ');
+  const sel = cols.map((c) => set[c] ?? c).join(', ');
+  const c = await rt.connect();
+  try {
+    await c.query('BEGIN');
+    const b = await c.query<{ id: string }>(`INSERT INTO audit_batches (${BATCH_COLS}) SELECT ${sel} FROM audit_batches WHERE id = $1 RETURNING id::text`, [src]);
+    const id = b.rows[0].id;
+    await c.query(`INSERT INTO audit_events (${EVENT_COLS}, batch_id, recorded_at) SELECT ${EVENT_COLS}, $2, recorded_at FROM audit_events WHERE batch_id = $1 ORDER BY id`, [src, id]);
+    await c.query('COMMIT');
+    return id;
+  } catch (err) {
+    await c.query('ROLLBACK');
+    throw err;
+  } finally {
+    c.release();
+  }
+}
+
+describe('a stolen runtime credential against a keyed trail', () => {
+  let t: TestControlDb;
+  let role: string;
+  let rt: pg.Pool;
+  // A fresh trail for each attack (the trail refuses TRUNCATE, even the owner's).
+  beforeEach(async () => {
+    t = await freshControlDb('rt46b');
+    const granted = await createGrantedLoginRole(t, 'il_rt46b', grantRuntimeRole);
+    role = granted.role;
+    rt = new pg.Pool({ connectionString: granted.url, max: 2 });
+  });
+  afterEach(async () => {
+    await rt?.end();
+    if (role) await dropLoginRole(t, role);
+    await t?.cleanup();
+  });
+
+  test('held: a real keyed batch replayed with its tag (same place, another chain, another seq, another commit time, moved before a seal), or events added to one, is named by verify with the key', async () => {
+    const k = newKey();
+    const keys = new Map([[k.id, k]]);
+    const lane = new ChainLane(rt, k);
+    const b0 = await lane.append([row('h1')], 5000);
+    const b1 = await lane.append([row('h2'), row('h3')], 5000);
+    const b2 = await lane.append([row('h4')], 5000);
+    const seal = await lane.append([], 5000, 'seal');
+    expect(await verifyAuditChain(t.db, { keys })).toMatchObject({ ok: true, batchesChecked: 4, eventsChecked: 4, keyed: { authenticated: 4 } });
+    // The thief reads every row (SELECT on every control table) and writes batch and event rows.
+    const same = await replay(rt, b1);
+    const otherChain = await replay(rt, b0, { chain_id: `'${randomUUID()}'::uuid` });
+    const laterSeq = await replay(rt, b2, { seq: '7' });
+    const otherTime = await replay(rt, b1, { committed_at: "committed_at + interval '1 second'" });
+    const afterSeal = await replay(rt, seal, { seq: '4', prev_hash: `(SELECT hash FROM audit_batches WHERE id = ${seal})` });
+    await rt.query(`INSERT INTO audit_events (${EVENT_COLS}, batch_id, recorded_at) SELECT ${EVENT_COLS}, batch_id, recorded_at FROM audit_events WHERE batch_id = $1`, [b2]);
+    // An event pointing at a batch id the thief chooses, that no batch has (yet).
+    await rt.query(`INSERT INTO audit_events (${EVENT_COLS}, batch_id, recorded_at) SELECT ${EVENT_COLS}, 9000000, recorded_at FROM audit_events WHERE batch_id = $1`, [b0]);
+    const r = await verifyAuditChain(t.db, { keys });
+    expect(faults(r)).toEqual([
+      [b2, 'hash_mismatch'],
+      [same, 'inserted_batch'],
+      [otherChain, 'hash_mismatch'],
+      [laterSeq, 'inserted_batch'],
+      [otherTime, 'inserted_batch'],
+      [afterSeal, 'inserted_batch'],
+      ['9000000', 'events_without_batch'],
+    ]);
+    expect(r.ok).toBe(false);
+  });
+
+  test('held: the format numbers and key ids the runtime role may not write (NULL or malformed key id, format 6, 4, 1, 2 by INSERT) are refused; it can neither change nor remove a row', async () => {
+    const ins = (format: number, keyId: string | null, seq: string | null = '0') =>
+      codeOf(rt, `INSERT INTO audit_batches (${BATCH_COLS}) VALUES (now(), 0, NULL, $1, $2, $3, $4, NULL, '[]', $5)`, [randomBytes(32), format, seq === null ? null : randomUUID(), seq, keyId]);
+    expect(await ins(5, null)).toBe('23514');
+    expect(await ins(5, '')).toBe('23514');
+    expect(await ins(5, 'ABCDEF0123456789')).toBe('23514');
+    expect(await ins(5, '0123456789abcdef0')).toBe('23514');
+    expect(await ins(3, '0123456789abcdef')).toBe('23514');
+    expect(await ins(6, '0123456789abcdef')).toBe('23514');
+    expect(await ins(4, null, null)).toBe('42501');
+    expect(await ins(2, null, null)).toBe('42501');
+    expect(await ins(1, null, null)).toBe('42501');
+    expect((await t.db.pool.query<{ n: number }>('SELECT count(*)::int AS n FROM audit_batches')).rows[0].n).toBe(0);
+    const k = newKey();
+    const b0 = await new ChainLane(rt, k).append([row('m1'), row('m2')], 5000);
+    for (const sql of [
+      'UPDATE audit_batches SET hash = hash',
+      'UPDATE audit_events SET batch_id = batch_id',
+      'DELETE FROM audit_events',
+      'DELETE FROM audit_batches',
+      'TRUNCATE audit_events',
+      'TRUNCATE audit_batches',
+      'UPDATE audit_keyed_trail SET since_batch = 999999',
+      'ALTER TABLE audit_keyed_trail DISABLE ROW LEVEL SECURITY',
+      'DROP TRIGGER audit_batches_keyed_latch ON audit_batches',
+      'ALTER SEQUENCE audit_batches_id_seq RESTART WITH 1',
+    ]) {
+      expect([sql, await codeOf(rt, sql)]).toEqual([sql, '42501']);
+    }
+    expect((await t.db.pool.query('SELECT since_batch::text AS s FROM audit_keyed_trail')).rows).toEqual([{ s: b0 }]);
+    expect(await verifyAuditChain(t.db, { keys: new Map([[k.id, k]]) })).toMatchObject({ ok: true, eventsChecked: 2 });
+  });
+
+  test('held: on a keyed trail a tool call the thief appends through the format-1/2 functions other than as a queued write, or a forged keyed chain under any key id, is named', async () => {
+    const k = newKey();
+    const keys = new Map([[k.id, k]]);
+    await new ChainLane(rt, k).append([row('f1')], 5000);
+    const denied = await appendAuditRows(rt, [row('f2', { decision: 'denied', reason_code: 'policy' })]);
+    const forged = await new ChainLane(rt, newKey()).append([row('f3')], 5000);
+    const sameId = await new ChainLane(rt, { id: k.id, secret: randomBytes(32) }).append([row('f4')], 5000);
+    expect(faults(await verifyAuditChain(t.db, { keys }))).toEqual([[denied, 'unkeyed_batch'], [forged, 'unknown_key'], [sameId, 'hash_mismatch']]);
+  });
+
+  test('finding G1 (medium, partly fixed): a tool call the thief stores as a queued write (interlock_audit_append_v2) whose approval id names no approval, or another identity\'s, is named on a keyed trail', async () => {
+    const k = newKey();
+    const keys = new Map([[k.id, k]]);
+    await new ChainLane(rt, k).append([row('q1')], 5000);
+    await t.db.pool.query("INSERT INTO identities (id, name) VALUES ('idn_eeeeeeeeeeeeeeeeeeee', 'someone')");
+    await t.db.pool.query("INSERT INTO sources (id, type, name, description, enabled, settings) VALUES ('chinook', 'postgres', 'chinook', '', true, '{}')");
+    await rt.query("INSERT INTO approvals (id, source_id, identity_id, request_id, sql, expires_at) VALUES ('apr_eeeeeeeeeeeeeeeeeeeeeeee', 'chinook', 'idn_eeeeeeeeeeeeeeeeeeee', 'q0', 'UPDATE t SET x = 1', now() + interval '1 hour')");
+    // Any identity, any SQL fingerprint, any time; no approval row with that id.
+    const none = await appendAuditRows(rt, [
+      row('q2', { identity_id: 'idn_ffffffffffffffffffff', decision: 'queued', reason_code: 'approval_required', approval_id: 'apr_ffffffffffffffffffffffff', fingerprint: 'DROP TABLE invoices', time: '2026-01-01T00:00:00.000Z' }),
+    ]);
+    // A real approval's id, under another identity.
+    const other = await appendAuditRows(rt, [row('q3', { identity_id: 'idn_ffffffffffffffffffff', decision: 'queued', reason_code: 'approval_required', approval_id: 'apr_eeeeeeeeeeeeeeeeeeeeeeee' })]);
+    const r = await verifyAuditChain(t.db, { keys });
+    expect(r.ok).toBe(false);
+    expect(faults(r)).toEqual([[none, 'unkeyed_batch'], [other, 'unkeyed_batch']]);
+  });
+
+  test.failing('finding G1 (medium, open): a thief who inserts the approval row too (INSERT on approvals) adds a queued tool call that verifies on a keyed trail', async () => {
+    const k = newKey();
+    const keys = new Map([[k.id, k]]);
+    await new ChainLane(rt, k).append([row('p1')], 5000);
+    await t.db.pool.query("INSERT INTO identities (id, name) VALUES ('idn_ffffffffffffffffffff', 'someone')");
+    await t.db.pool.query("INSERT INTO sources (id, type, name, description, enabled, settings) VALUES ('chinook', 'postgres', 'chinook', '', true, '{}')");
+    await rt.query("INSERT INTO approvals (id, source_id, identity_id, request_id, sql, state, expires_at) VALUES ('apr_ffffffffffffffffffffffff', 'chinook', 'idn_ffffffffffffffffffff', 'p2', 'DROP TABLE invoices', 'expired', now() - interval '1 hour')");
+    const lie = await appendAuditRows(rt, [
+      row('p2', { identity_id: 'idn_ffffffffffffffffffff', decision: 'queued', reason_code: 'approval_required', approval_id: 'apr_ffffffffffffffffffffffff', fingerprint: 'DROP TABLE invoices' }),
+    ]);
+    expect(faults(await verifyAuditChain(t.db, { keys }))).toEqual([[lie, 'unkeyed_batch']]);
+  });
+
+  test.failing('finding G2 (medium, availability, open): a keyed genesis the thief forges (any tag, any key id) keys an unkeyed trail, and a gateway without a key fails closed', async () => {
+    const honest = new ChainLane(rt);
+    await honest.append([row('d1')], 5000);
+    const forged = await codeOf(rt, `INSERT INTO audit_batches (${BATCH_COLS}) VALUES (now(), 0, NULL, $1, 5, $2, 0, NULL, '[]', '0123456789abcdef')`, [randomBytes(32), randomUUID()]);
+    expect(forged).toBe('ok');
+    // What verify says is right (the forged batch is named; no key given: key_needed) ...
+    expect(await verifyAuditChain(t.db)).toMatchObject({ ok: false, keyed: { batches: 1, fault: 'key_needed' } });
+    // ... but the latch is set by the forgery, and the gateway's next unkeyed batch is refused (42501).
+    expect((await t.db.pool.query<{ n: number }>('SELECT count(*)::int AS n FROM audit_keyed_trail')).rows[0].n).toBe(0);
+    expect(await honest.append([row('d2')], 5000).then(() => 'ok', (e: { code?: string }) => e.code)).toBe('ok');
+  });
+
+  test('held, G2 recovery as docs/operators.md says: verify names the forged genesis; the owner removes the mark and the unkeyed gateway writes again', async () => {
+    const honest = new ChainLane(rt);
+    await honest.append([row('e1')], 5000);
+    const id = (await rt.query<{ id: string }>(`INSERT INTO audit_batches (${BATCH_COLS}) VALUES (now(), 0, NULL, $1, 5, $2, 0, NULL, '[]', '0123456789abcdef') RETURNING id::text`, [randomBytes(32), randomUUID()])).rows[0].id;
+    const refused = await honest.append([row('e2')], 5000).then(() => null, (e: { code?: string; message: string }) => e);
+    expect(refused).toMatchObject({ code: '42501' });
+    expect(refused?.message).toMatch(/the audit trail is keyed \(audit_keyed_trail\)/);
+    const other = newKey();
+    expect(faults(await verifyAuditChain(t.db, { keys: new Map([[other.id, other]]) }))).toEqual([[id, 'unknown_key']]);
+    expect((await t.db.pool.query('SELECT since_batch::text AS s, set_by FROM audit_keyed_trail')).rows).toEqual([{ s: id, set_by: 'first_keyed_batch' }]);
+    await t.db.pool.query('DELETE FROM audit_keyed_trail');
+    expect(await honest.append([row('e3')], 5000).then(() => 'ok', (e: { code?: string }) => e.code)).toBe('ok');
+  });
+});
+
+describe('the key itself', () => {
+  test('finding G3 (low, fixed): a key of 32+ bytes that is one character or a short pattern repeated is refused, its value not echoed', () => {
+    for (const weak of ['a'.repeat(32), 'ab'.repeat(20), '0123'.repeat(10), 'k'.repeat(64)]) {
+      expect(() => auditKey(weak)).toThrow(ValidationError);
+      expect(() => auditKey(weak)).toThrow(/audit\.key must be a random secret/);
+      expect(() => auditKey(weak)).not.toThrow(weak);
+    }
+    // What docs/operators.md says to use, and a hex key, are accepted.
+    expect(auditKey(randomBytes(48).toString('base64')).id).toMatch(/^[0-9a-f]{16}$/);
+    expect(auditKey(randomBytes(32).toString('hex')).id).toMatch(/^[0-9a-f]{16}$/);
+  });
+});
