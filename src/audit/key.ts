@@ -47,12 +47,14 @@ export function auditKeyId(secret: Buffer): string {
 }
 
 /**
- * An AuditKey of `text` (its UTF-8 bytes). Throws ValidationError when shorter than
+ * An AuditKey of `text` (its UTF-8 bytes, whitespace around it left out). Throws ValidationError when shorter than
  * AUDIT_KEY_MIN_BYTES, or of fewer than AUDIT_KEY_MIN_DISTINCT_BYTES distinct bytes (a character or
  * short pattern repeated); `what` names the setting in the message (never the value).
  */
 export function auditKey(text: string, what = 'audit.key'): AuditKey {
-  const secret = Buffer.from(text, 'utf8');
+  // Whitespace around a key is not part of it (nu46): a key pasted with its file's trailing newline, or
+  // a YAML block scalar, is the same key as the embedded data dir's file (read trimmed) and the variable.
+  const secret = Buffer.from(text.trim(), 'utf8');
   if (secret.length < AUDIT_KEY_MIN_BYTES) throw new ValidationError(`${what} must be at least ${AUDIT_KEY_MIN_BYTES} bytes (a random secret: openssl rand -base64 48)`);
   if (new Set(secret).size < AUDIT_KEY_MIN_DISTINCT_BYTES) throw new ValidationError(`${what} must be a random secret, not a character or short pattern repeated (openssl rand -base64 48)`);
   return { id: auditKeyId(secret), secret };

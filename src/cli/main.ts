@@ -222,14 +222,18 @@ class Session {
 
   /**
    * The audit keys (src/audit/key.ts): audit.key and audit.previous_keys; with the embedded control
-   * database and no audit.key, the key in its data dir (generated there with `create`: serve, demo).
+   * database and no audit.key, the key in its data dir (generated there with `create`: serve, demo);
+   * with the embedded database and audit.key, the data dir's key (if any) verifies as a previous key.
    * Call once databaseUrls() or db() has run (the embedded server's folder is known then). Throws
    * ValidationError for a key shorter than 32 bytes.
    */
   auditKeys(create = false): AuditKeyring {
     const audit = this.config().audit;
-    if (audit.key || !this.embedded) return auditKeyring(audit);
-    const key = embeddedAuditKey(this.embedded.dataDir, create);
+    if (!this.embedded) return auditKeyring(audit);
+    // A configured key takes the file's place in signing; the file's key still verifies (nu46: a demo
+    // given a new key keeps verifying what the data dir's key tagged without listing it again).
+    const key = embeddedAuditKey(this.embedded.dataDir, create && !audit.key);
+    if (audit.key) return auditKeyring({ ...audit, previous_keys: [...(audit.previous_keys ?? []), ...(key ? [key] : [])] });
     return auditKeyring({ ...audit, key: key ?? undefined });
   }
 

@@ -4,6 +4,7 @@
  * serves Chinook with a working key and the exact `claude mcp add` line; Ctrl-C stops everything.
  */
 import { execFile, spawn } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
 import { chmodSync, existsSync, mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -12,9 +13,9 @@ const BIN = join(__dirname, '..', '..', '..', 'bin', 'interlock.js');
 let dir: string;
 let env: NodeJS.ProcessEnv;
 
-function run(args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
+function run(args: string[], extraEnv: NodeJS.ProcessEnv = {}): Promise<{ code: number; stdout: string; stderr: string }> {
   return new Promise((resolve) => {
-    execFile(process.execPath, [BIN, ...args], { env, timeout: 120_000 }, (err, stdout, stderr) => {
+    execFile(process.execPath, [BIN, ...args], { env: { ...env, ...extraEnv }, timeout: 120_000 }, (err, stdout, stderr) => {
       resolve({ code: err ? ((err as { code?: number }).code ?? 1) : 0, stdout: String(stdout), stderr: String(stderr) });
     });
   });
@@ -128,5 +129,10 @@ describe('embedded PostgreSQL (zero setup)', () => {
     expect(verified.code).toBe(0);
     expect(JSON.parse(verified.stdout)).toMatchObject({ ok: true, keyed: { unauthenticated: 0, fault: null } });
     expect((JSON.parse(verified.stdout) as { keyed: { authenticated: number } }).keyed.authenticated).toBeGreaterThan(0);
+    // A new key given to the CLI (a rotation begun): the folder's key still verifies what it tagged (nu46),
+    // and a key given with a trailing newline is the same key.
+    const rotated = await run(['--json', 'audit', 'verify'], { INTERLOCK_AUDIT_KEY: `${randomBytes(48).toString('base64')}\n` });
+    expect(rotated.code).toBe(0);
+    expect(JSON.parse(rotated.stdout)).toMatchObject({ ok: true, keyed: { unauthenticated: 0, fault: null } });
   }, 150_000);
 });

@@ -29,6 +29,14 @@ test('a key id is 16 hex digits of HMAC-SHA-256(key, "interlock-audit-key-id"); 
   expect(() => auditKeyring({ previous_keys: ['abcdefg'.repeat(5)] })).toThrow('audit.previous_keys[0] (INTERLOCK_AUDIT_PREVIOUS_KEYS) must be a random secret');
 });
 
+test('whitespace around a key is not part of it: a trailing newline (a file pasted, a YAML block scalar) gives the same key and id (nu46)', () => {
+  expect(auditKey(`${K1}\n`)).toEqual(auditKey(K1));
+  expect(auditKey(`  ${K1}\r\n`).id).toBe(auditKeyId(Buffer.from(K1)));
+  expect(auditKeyring({ key: `${K2}\n`, previous_keys: [`${K1}\n`] }).byId).toEqual(auditKeyring({ key: K2, previous_keys: [K1] }).byId);
+  // Trimmed before the floor is checked: 31 bytes and a newline are still too short.
+  expect(() => auditKey(`${'abcdefghijklmnopqrstuvwxyz01234'}\n`)).toThrow('audit.key must be at least 32 bytes');
+});
+
 test('the keyring: audit.key signs and verifies, previous_keys only verify; from the environment too', () => {
   expect(auditKeyring(undefined)).toEqual({ signing: null, byId: new Map() });
   const ring = auditKeyring({ key: K2, previous_keys: [K1, K2] });
