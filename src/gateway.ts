@@ -118,7 +118,10 @@ export async function startGovernedGateway(opts: GovernedGatewayOptions): Promis
   const logger = opts.logger ?? createLogger(opts.config.log_level);
   await initSqlParser();
   const { db, config } = opts;
+  // The audit keys (the control database is open): the writer lanes' and the queued writes' tags.
+  const auditKeys = opts.auditKeys ? opts.auditKeys() : auditKeyring(config.audit);
   const store = new DbGovernanceStore(db, {
+    auditKey: auditKeys.signing,
     approvalTtlSeconds: config.approvals.ttl_seconds,
     auditCommitTimeoutMs: config.audit?.commit_timeout_ms ?? 2000,
     pendingCaps: { perIdentity: config.approvals.max_pending_per_identity ?? DEFAULT_CONFIG.approvals.max_pending_per_identity, perSource: config.approvals.max_pending_per_source ?? DEFAULT_CONFIG.approvals.max_pending_per_source },
@@ -288,7 +291,6 @@ export async function startGovernedGateway(opts: GovernedGatewayOptions): Promis
   // The audit writer has its own connections, bounded by the commit timeout (fail closed, issue 11).
   const auditCommitMs = config.audit?.commit_timeout_ms ?? 2000;
   const auditPool = openAuditPool(db.url, auditCommitMs, logger);
-  const auditKeys = opts.auditKeys ? opts.auditKeys() : auditKeyring(config.audit);
   const auditSink = new GroupCommitAuditSink(auditPool, logger, { commitTimeoutMs: auditCommitMs, key: auditKeys.signing });
   if (!auditKeys.signing) logger.warn({ component: 'audit' }, 'no audit key (audit.key / INTERLOCK_AUDIT_KEY): audit batches are unkeyed (format 3), so a holder of the database credential could forge them (docs/operators.md "The audit key")');
   else await registerOwnAuditKeys(db, auditKeys, logger);

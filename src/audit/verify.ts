@@ -29,6 +29,7 @@ import type { ControlDb } from '../control/db';
 import { ControlError, ValidationError } from '../control/errors';
 import { batchHashV3, batchTagV5, parseAnchors, type ChainAnchor } from './chain';
 import type { AuditKey } from './key';
+import { callTagValid } from './call-tag';
 import { batchHashV2, batchHashV4, eventsText, rowFromStored, type StoredEventV2 } from './event-text';
 import type { AuditRowInput } from './types';
 import { PENDING_STALE_MS } from './pending';
@@ -42,7 +43,8 @@ import { PENDING_STALE_MS } from './pending';
  * event (`misplaced_config`: a governance change forged by a holder of the runtime role's
  * credential, whose direct INSERTs may store format-3 batches only; red team rtgov finding 4); a
  * format-3 batch after the trail became keyed, or a format-1/2 batch then holding a tool-call event
- * other than a queued write's whose approval exists for the same identity (`unkeyed_batch`: written without the audit key, so by anyone holding
+ * other than a queued write's whose approval exists for the same identity, or (keys given) a tool-call
+ * event without a valid audit-key tag (call-tag.ts, red team rt46b G1) (`unkeyed_batch`: written without the audit key, so by anyone holding
  * the runtime role's credential, through its INSERTs or the append functions; red team rt45b F1); a format-5 batch whose key id
  * names none of the keys given (`unknown_key`: a key forged, or an old key not passed to verify).
  */
@@ -243,6 +245,11 @@ function recomputeV4(b: BatchCheck, rows: StoredV2Row[]): Buffer | null {
   if (rows.some((r) => r.kind !== 'config')) return null;
   const input = storedRows(b, rows);
   return input && batchHashV4(b.prev_hash, b.id, b.committed_text, rows.map((r) => r.id), eventsText(input));
+}
+
+/** Whether stored events `rows` hold a tool-call event without a valid tag under `keys` (call-tag.ts). */
+function untaggedCall(keys: ReadonlyMap<string, AuditKey>, rows: StoredV2Row[]): boolean {
+  return rows.some((r) => r.kind === 'tool_call' && !callTagValid(keys, rowFromStored(r)));
 }
 
 /** The rows of a format-2 or format-3 batch as the writer normalised them, or null (see recomputeV2). */
@@ -460,7 +467,8 @@ export async function verifyAuditChain(db: ControlDb, opts: { since?: Date; arch
           else if ((b.format === 3 || b.format === 5) && (v2.get(b.id) ?? []).some((e) => e.kind === 'config')) m('misplaced_config');
           // After the trail became keyed, tool calls come from the keyed lanes; a format-1/2 batch (the
           // database's append functions, which the runtime role may call) holds only a queued write's.
-          else if ((b.format === 3 || (b.format <= 2 && b.loose_calls)) && keyedSince !== null && BigInt(b.id) > keyedSince) m('unkeyed_batch');
+          // Given the keys, a queued write's tool-call event there carries the key's tag (call-tag.ts, red team rt46b G1).
+          else if ((b.format === 3 || (b.format <= 2 && b.loose_calls) || (b.format === 2 && keys.size > 0 && untaggedCall(keys, v2.get(b.id) ?? []))) && keyedSince !== null && BigInt(b.id) > keyedSince) m('unkeyed_batch');
           else {
             report.batchesChecked++;
             report.eventsChecked += b.events;

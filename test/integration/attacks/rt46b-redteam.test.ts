@@ -6,10 +6,11 @@
  * Each test is one attack; its name says whether it is a finding (severity, fixed or open:
  * test.failing while open) or an attack the trail withstands ("held").
  *
- *   G1 medium, partly fixed: a tool call stored as a queued write's (decision queued) through
+ *   G1 medium, fixed (task f2): a tool call stored as a queued write's (decision queued) through
  *      interlock_audit_append_v2 (format 2) verified on a keyed trail: identity, SQL, time and approval
- *      id the thief's, the approval id naming no approval. Now verify names one whose approval id names
- *      no approval of the same identity; open: the thief may insert that approval row too.
+ *      id the thief's, the approval row inserted by the thief too. Now the gateway tags a queued write's
+ *      tool-call event under the audit key (details.audit_tag, src/audit/call-tag.ts) and verify with
+ *      the key names one without a valid tag; open: a copy of a tagged event stored again.
  *   G2 medium (availability), fixed (task f2): a keyed genesis forged by the runtime role (any tag, any
  *      key id) keyed an unkeyed trail, and every gateway without a key failed closed (42501). Now only
  *      the owner keys the trail (`interlock audit require-key`, registering the key ids; audit_keyed_trail).
@@ -24,7 +25,9 @@ import { auditKey, type AuditKey } from '../../../src/audit/key';
 import { verifyAuditChain } from '../../../src/audit/verify';
 import { appendAuditRows } from '../../../src/audit/writer';
 import { ValidationError } from '../../../src/control/errors';
-import { BASE_AUDIT_ROW } from '../../helpers/audit-events';
+import { BASE_AUDIT_ROW, toolCallEvent } from '../../helpers/audit-events';
+import { tagCallRow } from '../../../src/audit/call-tag';
+import { queueApproval } from '../../../src/control/approvals';
 import { registerAuditKeyIds } from '../../../src/audit/keyed-trail';
 
 jest.setTimeout(180_000);
@@ -176,7 +179,8 @@ describe('a stolen runtime credential against a keyed trail', () => {
     expect(faults(r)).toEqual([[none, 'unkeyed_batch'], [other, 'unkeyed_batch']]);
   });
 
-  test.failing('finding G1 (medium, open): a thief who inserts the approval row too (INSERT on approvals) adds a queued tool call that verifies on a keyed trail', async () => {
+  // Shown failing before task f2 (test.failing on main): verify said ok, nothing named.
+  test('finding G1 (medium, fixed): a thief who inserts the approval row too (INSERT on approvals) adds a queued tool call: named on a keyed trail (no valid tag)', async () => {
     const k = newKey();
     const keys = new Map([[k.id, k]]);
     await new ChainLane(rt, k).append([row('p1')], 5000);
@@ -187,6 +191,25 @@ describe('a stolen runtime credential against a keyed trail', () => {
       row('p2', { identity_id: 'idn_ffffffffffffffffffff', decision: 'queued', reason_code: 'approval_required', approval_id: 'apr_ffffffffffffffffffffffff', fingerprint: 'DROP TABLE invoices' }),
     ]);
     expect(faults(await verifyAuditChain(t.db, { keys }))).toEqual([[lie, 'unkeyed_batch']]);
+  });
+
+  test('held, G1: a queued write the gateway stores with its key verifies; its tag copied onto an altered event, or a tag under another key, is named', async () => {
+    const k = newKey();
+    const keys = new Map([[k.id, k]]);
+    await new ChainLane(rt, k).append([row('t1')], 5000);
+    await t.db.pool.query("INSERT INTO identities (id, name) VALUES ('idn_dddddddddddddddddddd', 'agent')");
+    await t.db.pool.query("INSERT INTO sources (id, type, name, description, enabled, settings) VALUES ('chinook', 'postgres', 'chinook', '', true, '{}')");
+    const a = { sourceId: 'chinook', identityId: 'idn_dddddddddddddddddddd', keyId: null, requestId: 't2', sql: 'UPDATE t SET x = 1', params: [], classification: { fingerprint: 'UPDATE t SET x = ?' } };
+    const call = (approvalId: string) => ({ ...toolCallEvent('t2', { source_id: 'chinook', fingerprint: 'UPDATE t SET x = ?', approval_id: approvalId }), identityId: 'idn_dddddddddddddddddddd', decision: 'queued' as const, reasonCode: 'approval_required' });
+    const rec = await queueApproval(t.db, a, call, 5000, undefined, k);
+    const stored = await t.db.pool.query<{ batch_id: string; details: { audit_tag: { key_id: string; tag: string } } }>("SELECT batch_id::text, details FROM audit_events WHERE kind = 'tool_call' AND approval_id = $1", [rec.id]);
+    expect(stored.rows[0].details.audit_tag).toEqual({ key_id: k.id, tag: expect.stringMatching(/^[0-9a-f]{64}$/) });
+    expect(await verifyAuditChain(t.db, { keys })).toMatchObject({ ok: true, mismatchCount: 0 });
+    // The thief copies the tag onto the same event with another statement, and tags one under a key of its own.
+    const copied = await appendAuditRows(rt, [row('t2', { identity_id: 'idn_dddddddddddddddddddd', decision: 'queued', reason_code: 'approval_required', approval_id: rec.id, source_id: 'chinook', fingerprint: 'DROP TABLE t', details: { audit_tag: stored.rows[0].details.audit_tag } })]);
+    const own = newKey();
+    const ownTagged = await appendAuditRows(rt, [tagCallRow(own, row('t3', { identity_id: 'idn_dddddddddddddddddddd', decision: 'queued', reason_code: 'approval_required', approval_id: rec.id }))]);
+    expect(faults(await verifyAuditChain(t.db, { keys }))).toEqual([[copied, 'unkeyed_batch'], [ownTagged, 'unkeyed_batch']]);
   });
 
   // Shown failing on main before task f2 (this test was test.failing there): the owner's trigger latched
