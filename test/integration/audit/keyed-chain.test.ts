@@ -21,6 +21,7 @@ import { requireAuditKey } from '../../../src/cli/audit';
 import { migrateDown } from '../../helpers/migrate-down';
 import { BASE_AUDIT_ROW, toolCallEvent } from '../../helpers/audit-events';
 import { appendAuditRows, DbAuditSink } from '../../../src/audit/writer';
+import { callTool, startGovernedEnv } from '../../helpers/governed';
 
 jest.setTimeout(120_000);
 
@@ -189,6 +190,25 @@ describe('an archived keyed month', () => {
       });
     } finally {
       rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});
+
+describe('a governed gateway with a key (red team rt46b G1, G2)', () => {
+  // Shown failing before task f2: the queued write's tool-call event had no audit_tag, and the gateway registered no key id.
+  test('owning the trail, it keys it at start; a queued write\'s tool-call event carries its tag, and verify with the key says ok', async () => {
+    const secret = randomBytes(32).toString('base64');
+    const k = auditKey(secret);
+    const env = await startGovernedEnv({ config: { audit: { key: secret } } });
+    try {
+      expect((await env.db.pool.query('SELECT set_by, key_ids FROM audit_keyed_trail')).rows).toEqual([{ set_by: 'gateway_start', key_ids: [k.id] }]);
+      const r = await callTool(env, 'interlock_query', { source_id: 'chinook', sql: 'INSERT INTO playlist (name) VALUES ($1)', params: ['Keyed'] }, env.apiKey);
+      const approvalId = (r.body.result.structuredContent as { approval_id: string }).approval_id;
+      const ev = await env.db.pool.query<{ format: number; tag: { key_id: string } }>("SELECT b.format, e.details->'audit_tag' AS tag FROM audit_events e JOIN audit_batches b ON b.id = e.batch_id WHERE e.kind = 'tool_call' AND e.approval_id = $1", [approvalId]);
+      expect(ev.rows).toEqual([{ format: 2, tag: { key_id: k.id, tag: expect.stringMatching(/^[0-9a-f]{64}$/) } }]);
+      expect(await verifyAuditChain(env.db, { keys: new Map([[k.id, k]]) })).toMatchObject({ ok: true, mismatchCount: 0, keyed: { unauthenticated: 0 } });
+    } finally {
+      await env.close();
     }
   });
 });
