@@ -10,15 +10,22 @@
 -- src/audit/key.ts) writes format 5: the format-3 chain whose tag is HMAC-SHA-256 under the key, with
 -- the key's id (a non-secret fingerprint) in the new column mac_key_id (src/audit/chain.ts).
 --
--- Downgrade: once the trail holds a keyed batch, an unkeyed one must not pass as honest. The owner-only
--- table audit_keyed_trail holds at most one row, written by the owner's trigger at the first format-5
--- genesis (seq 0) or by `interlock audit require-key` (owner); while it holds its row, the owner's
--- trigger refuses every format-3 batch (42501), whoever inserts it. The runtime role can neither
--- write that table nor drop or disable the triggers (it owns neither). Verify also names a format-3
--- batch whose id is past the first keyed batch or past audit_keyed_trail.since_batch (`unkeyed_batch`):
--- ids come from the owner's sequence (the runtime role has no INSERT on audit_batches.id, nor setval).
--- Both triggers fire only for their format (WHEN on the new row, checked without calling a function),
--- and the latch only at a genesis: a keyed lane's ordinary batch pays no trigger call.
+-- Downgrade: once the trail is keyed, an unkeyed batch must not pass as honest. The trail becomes keyed
+-- only by its owner (red team rt46b G2: never by a batch someone inserts, since a holder of the runtime
+-- role's credential can insert a format-5 genesis under any key id): the owner-only table
+-- audit_keyed_trail holds at most one row, written by `interlock audit require-key` (owner) or by a
+-- gateway whose role owns the trail at its start (the embedded demo), with the key ids of the keys
+-- configured (key_ids: signing and previous; running it again after a rotation adds the new ids).
+-- While it holds its row, the owner's trigger refuses every format-3 batch, and every format-5 genesis
+-- (seq 0) whose mac_key_id is not registered (42501, the message naming what to run), whoever inserts
+-- it. A later format-5 batch of an unregistered key is not checked here: its chain has no accepted
+-- genesis (verify: broken_link) or its tag is under another key (verify: unknown_key). The runtime role
+-- can neither write that table nor drop or disable the trigger (it owns neither). Verify names a
+-- format-3 batch whose id is past audit_keyed_trail.since_batch or, given a key, past the first batch
+-- that key authenticates (`unkeyed_batch`): ids come from the owner's sequence (the runtime role has no
+-- INSERT on audit_batches.id, nor setval). The triggers fire only for a format-3 batch or a format-5
+-- genesis (WHEN on the new row, checked without calling a function): a keyed lane's ordinary batch
+-- pays no trigger call.
 --
 -- Roles that may append format-3 batches (INSERT on audit_batches.format: `interlock db
 -- grant-runtime-role`) get INSERT on mac_key_id, so an upgraded gateway works before grant-runtime-role
@@ -46,25 +53,27 @@ CREATE POLICY audit_batches_lanes ON audit_batches FOR INSERT WITH CHECK (format
 CREATE TABLE audit_keyed_trail (
   only_row    boolean PRIMARY KEY DEFAULT true CHECK (only_row),
   since_batch bigint NOT NULL CHECK (since_batch >= 0),
+  key_ids     text[] NOT NULL CHECK (cardinality(key_ids) BETWEEN 1 AND 64 AND array_position(key_ids, NULL) IS NULL
+                AND array_to_string(key_ids, ',') ~ '^[0-9a-f]{16}(,[0-9a-f]{16})*$'),
   set_at      timestamptz NOT NULL DEFAULT now(),
-  set_by      text NOT NULL CHECK (set_by IN ('first_keyed_batch', 'require_key'))
+  set_by      text NOT NULL CHECK (set_by IN ('require_key', 'gateway_start'))
 );
 REVOKE ALL ON audit_keyed_trail FROM PUBLIC;
 
-CREATE FUNCTION interlock_audit_keyed_latch() RETURNS trigger
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, public AS $$
-BEGIN
-  INSERT INTO audit_keyed_trail (since_batch, set_by) VALUES (NEW.id, 'first_keyed_batch') ON CONFLICT (only_row) DO NOTHING;
-  RETURN NEW;
-END
-$$;
-REVOKE EXECUTE ON FUNCTION interlock_audit_keyed_latch() FROM PUBLIC;
-
 CREATE FUNCTION interlock_audit_refuse_unkeyed() RETURNS trigger
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, public AS $$
+DECLARE
+  registered text[];
 BEGIN
-  IF EXISTS (SELECT 1 FROM audit_keyed_trail) THEN
-    RAISE EXCEPTION 'audit_batches: the audit trail is keyed (audit_keyed_trail): an unkeyed (format-3) batch is refused; give the gateway its audit key (INTERLOCK_AUDIT_KEY)'
+  SELECT key_ids INTO registered FROM audit_keyed_trail;
+  IF NOT FOUND THEN
+    RETURN NEW;
+  END IF;
+  IF NEW.format = 3 THEN
+    RAISE EXCEPTION 'audit_batches: the audit trail is keyed (audit_keyed_trail): an unkeyed (format-3) batch is refused; give the gateway its audit key (audit.key / INTERLOCK_AUDIT_KEY)'
+      USING ERRCODE = '42501';
+  ELSIF NOT (NEW.mac_key_id::text = ANY (registered)) THEN
+    RAISE EXCEPTION 'audit_batches: the audit trail is keyed (audit_keyed_trail) and audit key id % is not registered: with that key configured (audit.key, the keys still in use in audit.previous_keys), run `interlock audit require-key` as the owner of the control tables', NEW.mac_key_id
       USING ERRCODE = '42501';
   END IF;
   RETURN NEW;
@@ -72,10 +81,8 @@ END
 $$;
 REVOKE EXECUTE ON FUNCTION interlock_audit_refuse_unkeyed() FROM PUBLIC;
 
-CREATE TRIGGER audit_batches_keyed_latch BEFORE INSERT ON audit_batches
-  FOR EACH ROW WHEN (NEW.format = 5 AND NEW.seq = 0) EXECUTE FUNCTION interlock_audit_keyed_latch();
 CREATE TRIGGER audit_batches_unkeyed_refused BEFORE INSERT ON audit_batches
-  FOR EACH ROW WHEN (NEW.format = 3) EXECUTE FUNCTION interlock_audit_refuse_unkeyed();
+  FOR EACH ROW WHEN (NEW.format = 3 OR (NEW.format = 5 AND NEW.seq = 0)) EXECUTE FUNCTION interlock_audit_refuse_unkeyed();
 
 DO $$
 DECLARE
@@ -101,9 +108,7 @@ BEGIN
 END
 $$;
 DROP TRIGGER audit_batches_unkeyed_refused ON audit_batches;
-DROP TRIGGER audit_batches_keyed_latch ON audit_batches;
 DROP FUNCTION interlock_audit_refuse_unkeyed();
-DROP FUNCTION interlock_audit_keyed_latch();
 DROP TABLE audit_keyed_trail;
 DROP POLICY audit_batches_lanes ON audit_batches;
 CREATE POLICY audit_batches_lanes ON audit_batches FOR INSERT WITH CHECK (format = 3);

@@ -60,6 +60,7 @@ import protocol from '../spec/protocol-v1.json';
 import type { ToolBinding } from './tools/types';
 
 import { auditKeyring, type AuditKeyring } from './audit/key';
+import { ownsKeyedTrail, registerAuditKeyIds } from './audit/keyed-trail';
 
 export { CACHE_CHANNEL };
 
@@ -117,7 +118,10 @@ export async function startGovernedGateway(opts: GovernedGatewayOptions): Promis
   const logger = opts.logger ?? createLogger(opts.config.log_level);
   await initSqlParser();
   const { db, config } = opts;
+  // The audit keys (the control database is open): the writer lanes' and the queued writes' tags.
+  const auditKeys = opts.auditKeys ? opts.auditKeys() : auditKeyring(config.audit);
   const store = new DbGovernanceStore(db, {
+    auditKey: auditKeys.signing,
     approvalTtlSeconds: config.approvals.ttl_seconds,
     auditCommitTimeoutMs: config.audit?.commit_timeout_ms ?? 2000,
     pendingCaps: { perIdentity: config.approvals.max_pending_per_identity ?? DEFAULT_CONFIG.approvals.max_pending_per_identity, perSource: config.approvals.max_pending_per_source ?? DEFAULT_CONFIG.approvals.max_pending_per_source },
@@ -287,9 +291,9 @@ export async function startGovernedGateway(opts: GovernedGatewayOptions): Promis
   // The audit writer has its own connections, bounded by the commit timeout (fail closed, issue 11).
   const auditCommitMs = config.audit?.commit_timeout_ms ?? 2000;
   const auditPool = openAuditPool(db.url, auditCommitMs, logger);
-  const auditKeys = opts.auditKeys ? opts.auditKeys() : auditKeyring(config.audit);
   const auditSink = new GroupCommitAuditSink(auditPool, logger, { commitTimeoutMs: auditCommitMs, key: auditKeys.signing });
   if (!auditKeys.signing) logger.warn({ component: 'audit' }, 'no audit key (audit.key / INTERLOCK_AUDIT_KEY): audit batches are unkeyed (format 3), so a holder of the database credential could forge them (docs/operators.md "The audit key")');
+  else await registerOwnAuditKeys(db, auditKeys, logger);
   // Admission by capacity (issue 29): fed by call latency, event-loop delay and the audit writer's queue.
   const capacity = capacityLimiter(config.admission ?? DEFAULT_CONFIG.admission!, () => auditSink.pendingEvents());
   // At level debug: the limiter's state every 100 ms (bench/admission-trace.ts reads these lines).
@@ -643,6 +647,24 @@ async function startStandby(opts: ServeGatewayOptions, logger: Logger, reason: (
       running.server.on('request', running.gateway.handler);
     },
   };
+}
+
+/**
+ * At start, with a signing key (red team rt46b G2): when the gateway's role owns the trail (the
+ * embedded demo, an owner connection), marks it keyed and registers the ids of its keys (signing and
+ * previous; registerAuditKeyIds, src/audit/keyed-trail.ts), as `interlock audit require-key` does, so
+ * the demo stays keyed with no step. Else does nothing: the runtime role cannot key the trail, the
+ * operator runs require-key (docs/operators.md "The audit key"). Never throws: a failure is logged
+ * (warn, component audit), and a keyed trail that lacks the key refuses its batches (42501).
+ */
+export async function registerOwnAuditKeys(db: ControlDb, keys: AuditKeyring, logger: Logger): Promise<void> {
+  try {
+    if (!(await ownsKeyedTrail(db.pool))) return;
+    const r = await registerAuditKeyIds(db.pool, [...keys.byId.keys()], 'gateway_start');
+    if (r.added.length) logger.info({ component: 'audit', added: r.added, sinceBatch: r.sinceBatch }, 'the audit trail is keyed: this gateway registered its audit key id(s)');
+  } catch (err) {
+    logger.warn({ component: 'audit', code: (err as { code?: string }).code }, 'the audit key ids could not be registered in the control database (audit_keyed_trail)');
+  }
 }
 
 /** Options of syncConfiguredClaimRules. */

@@ -25,8 +25,10 @@
  *   HMAC-SHA-256(key, prev_hash ‖ UTF8("interlock-audit-v5\n" ‖ key_id ‖ "\n" ‖ chain_id ‖ "\n" ‖ seq ‖ … as format 3))
  *
  * and the batch records the key's id in `mac_key_id`, so verify picks the key (rotation). A lane
- * given a key writes format 5 only; once the trail holds a format-5 genesis, the database refuses
- * format-3 batches (the migration's trigger) and verify names any as `unkeyed_batch`.
+ * given a key writes format 5 only; once the owner keyed the trail (keyed-trail.ts: `interlock audit
+ * require-key` registers the key ids; red team rt46b G2), the database refuses format-3 batches and a
+ * format-5 genesis under an unregistered key id (the migration's trigger), and verify names a format-3
+ * batch as `unkeyed_batch`.
  *
  * The statement: a batch of at most VALUES_MAX_EVENTS events is appended by a multi-row VALUES
  * INSERT of its own size (chainValuesStatement, one named statement per size), a larger one by

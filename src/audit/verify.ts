@@ -11,8 +11,10 @@
  * the previous format-4 batch. A kind-config event in a format-3 batch (the gateway's writer lanes,
  * which write tool calls only) is named as forged (`misplaced_config`). Format 5 (the keyed chain,
  * chain.ts; red team rt45b F1) as format 3, its tag recomputed with the audit key its mac_key_id
- * names (`unknown_key` when no key given has that id); once the trail holds a keyed batch (or
- * audit_keyed_trail says it must), a later format-3 batch is named `unkeyed_batch`. Without any key,
+ * names (`unknown_key` when no key given has that id); a format-3 batch after the trail was keyed
+ * (audit_keyed_trail.since_batch, written by the owner only) or after the first batch a key given
+ * authenticates is named `unkeyed_batch` (a format-5 batch the key does not authenticate moves
+ * nothing: the runtime role may insert one; red team rt46b G2). Without any key,
  * keyed batches are checked for their links only and the report says they are not authenticated
  * (`keyed.fault` 'key_needed', ok false).
  *
@@ -27,6 +29,7 @@ import type { ControlDb } from '../control/db';
 import { ControlError, ValidationError } from '../control/errors';
 import { batchHashV3, batchTagV5, parseAnchors, type ChainAnchor } from './chain';
 import type { AuditKey } from './key';
+import { callTagValid } from './call-tag';
 import { batchHashV2, batchHashV4, eventsText, rowFromStored, type StoredEventV2 } from './event-text';
 import type { AuditRowInput } from './types';
 import { PENDING_STALE_MS } from './pending';
@@ -40,7 +43,8 @@ import { PENDING_STALE_MS } from './pending';
  * event (`misplaced_config`: a governance change forged by a holder of the runtime role's
  * credential, whose direct INSERTs may store format-3 batches only; red team rtgov finding 4); a
  * format-3 batch after the trail became keyed, or a format-1/2 batch then holding a tool-call event
- * other than a queued write's whose approval exists for the same identity (`unkeyed_batch`: written without the audit key, so by anyone holding
+ * other than a queued write's whose approval exists for the same identity, or (keys given) a tool-call
+ * event without a valid audit-key tag (call-tag.ts, red team rt46b G1) (`unkeyed_batch`: written without the audit key, so by anyone holding
  * the runtime role's credential, through its INSERTs or the append functions; red team rt45b F1); a format-5 batch whose key id
  * names none of the keys given (`unknown_key`: a key forged, or an old key not passed to verify).
  */
@@ -87,7 +91,7 @@ export interface VerifyReport {
    * under a key given; `unauthenticated` not authenticated because no key was given (their links were
    * checked). When there are any, `fault` is 'key_needed' and `ok` is false: without the key, verify
    * cannot tell the gateway's batches from forged ones. `keyedSince` is the batch id from which an
-   * unkeyed batch is a fault (the first keyed batch, or audit_keyed_trail's since_batch), or null.
+   * unkeyed batch is a fault (audit_keyed_trail's since_batch, else the first keyed batch a key given authenticates), or null.
    */
   keyed: { batches: number; authenticated: number; unauthenticated: number; fault: 'key_needed' | null; keyedSince: string | null };
 }
@@ -243,6 +247,11 @@ function recomputeV4(b: BatchCheck, rows: StoredV2Row[]): Buffer | null {
   return input && batchHashV4(b.prev_hash, b.id, b.committed_text, rows.map((r) => r.id), eventsText(input));
 }
 
+/** Whether stored events `rows` hold a tool-call event without a valid tag under `keys` (call-tag.ts). */
+function untaggedCall(keys: ReadonlyMap<string, AuditKey>, rows: StoredV2Row[]): boolean {
+  return rows.some((r) => r.kind === 'tool_call' && !callTagValid(keys, rowFromStored(r)));
+}
+
 /** The rows of a format-2 or format-3 batch as the writer normalised them, or null (see recomputeV2). */
 function storedRows(b: BatchCheck, rows: StoredV2Row[]): AuditRowInput[] | null {
   const input: AuditRowInput[] = [];
@@ -319,7 +328,7 @@ export async function verifyAuditChain(db: ControlDb, opts: { since?: Date; arch
       pending: { events: 0, oldest: null, stale: 0, fault: null },
       keyed: { batches: 0, authenticated: 0, unauthenticated: 0, fault: null, keyedSince: null },
     };
-    // From which batch id an unkeyed (format-3) batch is a fault: the owner's audit_keyed_trail, else the first keyed batch met below.
+    // From which batch id an unkeyed (format-3) batch is a fault: the owner's audit_keyed_trail, else the first keyed batch a key given authenticates below.
     // A trail not migrated to format 5 yet (migration 20261216100000000) has neither that table nor mac_key_id.
     const keyedSchema = (await c.query<{ k: boolean }>("SELECT to_regclass('audit_keyed_trail') IS NOT NULL AS k")).rows[0].k;
     const latch = keyedSchema ? await c.query<{ since: string }>('SELECT since_batch::text AS since FROM audit_keyed_trail') : { rows: [] };
@@ -439,8 +448,8 @@ export async function verifyAuditChain(db: ControlDb, opts: { since?: Date; arch
         else if (b.archived && b.events === 0) report.archivedBatchesSkipped++;
         else if (b.format === 5 && keys.size === 0) {
           // No key: its links were checked above, its tag cannot be (ok is false: key_needed).
+          // It does not move keyedSince: anyone may insert a format-5 batch (red team rt46b G2).
           report.keyed.unauthenticated++;
-          keyedSince ??= BigInt(b.id);
         } else if (b.format === 5 && !keys.has(b.mac_key_id ?? '')) m('unknown_key');
         else {
           let recomputed: Buffer | null;
@@ -458,7 +467,8 @@ export async function verifyAuditChain(db: ControlDb, opts: { since?: Date; arch
           else if ((b.format === 3 || b.format === 5) && (v2.get(b.id) ?? []).some((e) => e.kind === 'config')) m('misplaced_config');
           // After the trail became keyed, tool calls come from the keyed lanes; a format-1/2 batch (the
           // database's append functions, which the runtime role may call) holds only a queued write's.
-          else if ((b.format === 3 || (b.format <= 2 && b.loose_calls)) && keyedSince !== null && BigInt(b.id) > keyedSince) m('unkeyed_batch');
+          // Given the keys, a queued write's tool-call event there carries the key's tag (call-tag.ts, red team rt46b G1).
+          else if ((b.format === 3 || (b.format <= 2 && b.loose_calls) || (b.format === 2 && keys.size > 0 && untaggedCall(keys, v2.get(b.id) ?? []))) && keyedSince !== null && BigInt(b.id) > keyedSince) m('unkeyed_batch');
           else {
             report.batchesChecked++;
             report.eventsChecked += b.events;

@@ -11,6 +11,7 @@ import { PENDING_STALE_MS, sealPendingAuditEvents } from '../audit/pending';
 import { ConflictError, ValidationError } from '../control/errors';
 import { table } from './output';
 import type { AuditKeyring } from '../audit/key';
+import { registerAuditKeyIds, type KeyedTrailRegistration } from '../audit/keyed-trail';
 
 /** What these commands need of the CLI's session. */
 export interface AuditCommandSession {
@@ -36,19 +37,16 @@ function direct(s: AuditCommandSession, what: string): void {
 }
 
 /**
- * Marks the trail keyed (audit_keyed_trail, migration 20261216100000000; owner only: 42501 otherwise):
- * from now on the database refuses format-3 batches and verify names any after `sinceBatch` (the
- * newest batch id now, 0 on an empty trail) as unkeyed_batch. `already` when it was keyed before
- * (then sinceBatch and setBy are the row's).
+ * `interlock audit require-key`: marks the trail keyed and registers the ids of the configured audit
+ * keys (`keys`: audit.key and audit.previous_keys; registerAuditKeyIds, src/audit/keyed-trail.ts;
+ * owner only: 42501 otherwise). From then on the database refuses format-3 batches and keyed
+ * batches' chains under an unregistered key, and verify names a format-3 batch after `sinceBatch` as
+ * unkeyed_batch. Run again after a rotation to register the new key. Throws ValidationError when no
+ * key is configured.
  */
-export async function requireAuditKey(db: ControlDb): Promise<{ already: boolean; sinceBatch: string; setBy: string }> {
-  const ins = await db.pool.query<{ since: string; set_by: string }>(
-    `INSERT INTO audit_keyed_trail (since_batch, set_by) SELECT coalesce(max(id), 0), 'require_key' FROM audit_batches
-     ON CONFLICT (only_row) DO NOTHING RETURNING since_batch::text AS since, set_by`,
-  );
-  if (ins.rows.length) return { already: false, sinceBatch: ins.rows[0].since, setBy: ins.rows[0].set_by };
-  const row = (await db.pool.query<{ since: string; set_by: string }>('SELECT since_batch::text AS since, set_by FROM audit_keyed_trail')).rows[0];
-  return { already: true, sinceBatch: row.since, setBy: row.set_by };
+export async function requireAuditKey(db: ControlDb, keys: AuditKeyring): Promise<KeyedTrailRegistration> {
+  if (keys.byId.size === 0) throw new ValidationError('interlock audit require-key registers the configured audit keys: set audit.key (INTERLOCK_AUDIT_KEY) first, the keys still in use in audit.previous_keys (INTERLOCK_AUDIT_PREVIOUS_KEYS)');
+  return registerAuditKeyIds(db.pool, [...keys.byId.keys()], 'require_key');
 }
 
 /** Adds `archive`, `verify`, `require-key` and `seal` to the `audit` command. Exit codes as main's: verify exits 1 when the chain does not match. */
@@ -114,12 +112,14 @@ export function registerAuditChainCommands(aud: Command, session: (cmd: Command)
     });
   aud
     .command('require-key')
-    .description('from now on, refuse unkeyed audit batches (format 3) in the database, and have verify name any as unkeyed_batch (owner only; set by itself at the first keyed batch)')
+    .description('key the audit trail (owner only): register the ids of the configured audit keys (audit.key, audit.previous_keys); from then on the database refuses unkeyed batches (format 3) and keyed chains under another key, and verify names unkeyed batches (unkeyed_batch). Run again after a rotation')
     .action(async (_o: unknown, cmd: Command) => {
       const s = session(cmd);
       direct(s, 'require-key');
-      const r = await requireAuditKey(await s.db());
-      s.print(r.already ? `the audit trail is already keyed (since batch ${r.sinceBatch}, ${r.setBy})` : `the audit trail is keyed from batch ${r.sinceBatch} on: unkeyed batches are refused`, r);
+      const db = await s.db();
+      const r = await requireAuditKey(db, s.auditKeys());
+      const ids = `registered key id(s): ${r.keyIds.join(', ')}${r.added.length ? ` (new: ${r.added.join(', ')})` : ' (none new)'}`;
+      s.print(r.already ? `the audit trail is keyed (since batch ${r.sinceBatch}, ${r.setBy}); ${ids}` : `the audit trail is keyed from batch ${r.sinceBatch} on: unkeyed batches and keys not registered are refused; ${ids}`, r);
     });
   aud
     .command('seal')

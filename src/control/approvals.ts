@@ -11,6 +11,8 @@ import type pg from 'pg';
 import { withTransaction, type ControlDb } from './db';
 import { NotFoundError, ValidationError } from './errors';
 import { appendAuditRows, approvalRow, recordApprovalEvent, toolCallRow } from '../audit/writer';
+import { tagCallRow } from '../audit/call-tag';
+import type { AuditKey } from '../audit/key';
 import type { ToolCallAuditEvent } from '../audit/types';
 import { iso, newApprovalId } from './ids';
 
@@ -223,9 +225,11 @@ async function assertQueueRoom(c: pg.ClientBase, a: NewApproval, caps: PendingCa
  * built for the new approval id, as one chained batch. The approval row never exists without its
  * events, nor the events without the row. `timeoutMs` bounds each statement (statement_timeout).
  * With `caps`, a write over a pending cap stores nothing and throws ApprovalQueueFullError (issue 24
- * item 2). Returns the new approval. Errors as createApproval; a store failure rolls everything back.
+ * item 2). With `auditKey` (the gateway's signing key, src/audit/key.ts) the tool-call event carries
+ * the key's tag (details.audit_tag, src/audit/call-tag.ts; red team rt46b G1), which verify checks on a
+ * keyed trail. Returns the new approval. Errors as createApproval; a store failure rolls everything back.
  */
-export async function queueApproval(db: ControlDb, a: NewApproval, toolCallEvent?: (approvalId: string) => ToolCallAuditEvent, timeoutMs?: number, caps?: PendingCaps): Promise<ApprovalRecord> {
+export async function queueApproval(db: ControlDb, a: NewApproval, toolCallEvent?: (approvalId: string) => ToolCallAuditEvent, timeoutMs?: number, caps?: PendingCaps, auditKey?: AuditKey | null): Promise<ApprovalRecord> {
   return withTransaction(db, async (c) => {
     // Fail closed: past the bound every statement of the transaction is cancelled and nothing commits.
     if (timeoutMs !== undefined) await c.query(`SET LOCAL statement_timeout = ${Math.max(1, Math.trunc(timeoutMs))}`);
@@ -242,7 +246,7 @@ export async function queueApproval(db: ControlDb, a: NewApproval, toolCallEvent
         fingerprint: typeof a.classification.fingerprint === 'string' ? a.classification.fingerprint : null,
       }),
     ];
-    if (toolCallEvent) rows.push(toolCallRow(toolCallEvent(rec.id)));
+    if (toolCallEvent) rows.push(auditKey ? tagCallRow(auditKey, toolCallRow(toolCallEvent(rec.id))) : toolCallRow(toolCallEvent(rec.id)));
     await appendAuditRows(c, rows);
     return rec;
   });

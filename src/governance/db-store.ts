@@ -4,6 +4,7 @@
  * CONTROL_CHANNEL (every replica listens), and in any case expire after `ttlMs` (default 2000 ms),
  * which bounds how long a revoked grant or a new policy can take to apply if a notification is lost.
  */
+import type { AuditKey } from '../audit/key';
 import type { Policy } from '../../generated/policy-v1';
 import type { ControlDb } from '../control/db';
 import * as sources from '../control/sources';
@@ -36,6 +37,8 @@ export interface DbGovernanceStoreOptions {
   auditCommitTimeoutMs?: number;
   /** Caps on pending approvals per identity and per source (config approvals.max_pending_*; issue 24 item 2). Unset: no cap. */
   pendingCaps?: PendingCaps;
+  /** The gateway's audit signing key (src/audit/key.ts): a queued write's tool-call event is tagged with it (src/audit/call-tag.ts, red team rt46b G1). Unset: untagged. */
+  auditKey?: AuditKey | null;
 }
 
 /** GovernanceStore backed by src/control repositories. */
@@ -164,7 +167,7 @@ export class DbGovernanceStore implements GovernanceStore {
   async createApproval(a: NewApproval, toolCallEvent?: (approvalId: string) => ToolCallAuditEvent): Promise<{ id: string; state: string; audited: boolean }> {
     // The approval row and its audit events commit together (issue 11).
     // Over a pending cap it throws ApprovalQueueFullError, which pipeline step 6 answers approval_queue_full.
-    const rec = await queueApproval(this.db, { ...a, ttlSeconds: this.opts.approvalTtlSeconds }, toolCallEvent, this.opts.auditCommitTimeoutMs, this.opts.pendingCaps);
+    const rec = await queueApproval(this.db, { ...a, ttlSeconds: this.opts.approvalTtlSeconds }, toolCallEvent, this.opts.auditCommitTimeoutMs, this.opts.pendingCaps, this.opts.auditKey);
     return { id: rec.id, state: rec.state, audited: !!toolCallEvent };
   }
 }

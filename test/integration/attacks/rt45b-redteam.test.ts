@@ -13,6 +13,7 @@
  *   F2 low, fixed: a runtime temp table of a trail domain or row type made ALTER DOMAIN / ALTER COLUMN TYPE fail.
  *   F3 low, fixed: verify --archive threw on a file value its column refuses instead of naming the batch.
  */
+import { registerAuditKeyIds } from '../../../src/audit/keyed-trail';
 import { randomBytes } from 'node:crypto';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -380,31 +381,32 @@ describe('what a stolen runtime credential can still write', () => {
   // or a second event for an answered call naming another identity and another outcome. Shown failing
   // on main (this test with the gateway's lane unkeyed: verify said ok). Now the gateway, given its
   // audit key (kept outside the database), writes format 5 (HMAC-SHA-256 under the key, its key id on
-  // the batch); from its first keyed batch the database refuses unkeyed batches, and verify with the
-  // key names a keyed chain under any other key (unknown_key) or a guessed tag (hash_mismatch).
+  // the batch); once the owner keyed the trail (require-key) the database refuses unkeyed batches, and verify with the
+  // key names a guessed tag (hash_mismatch); a keyed chain under another key is refused (unregistered key id).
   test('finding F1 (medium, fixed): a chain the runtime role writes itself, lying about an answered call\'s identity and outcome, fails verify', async () => {
     const key = auditKey(randomBytes(32).toString('base64'));
     const keys = new Map([[key.id, key]]);
+    // The owner keys the trail (`interlock audit require-key`; red team rt46b G2: no batch does).
+    await registerAuditKeyIds(t.db.pool, [key.id], 'require_key');
     const honest = new ChainLane(t.db.pool, key);
     await honest.append([{ ...BASE_AUDIT_ROW, request_id: 'req_answered', identity_id: 'idn_alice000000000000000', decision: 'allowed' }], 5000);
     const lie = { ...BASE_AUDIT_ROW, request_id: 'req_answered', identity_id: 'idn_mallory0000000000000', decision: 'denied', reason_code: 'policy_denied' };
     // An unkeyed chain of its own: refused by the database (the owner's trigger; audit_keyed_trail).
     const unkeyed = await new ChainLane(pool).append([lie], 5000).then(() => 'ok', (e: { code?: string }) => e.code);
     expect(unkeyed).toBe('42501');
-    // A keyed chain under a key of its own: stored, and named.
+    // A keyed chain under a key of its own: its genesis is refused, the key id is not registered.
     const own = new ChainLane(pool, auditKey(randomBytes(32).toString('base64')));
-    const f0 = await own.append([lie], 5000);
-    await own.append([], 5000, 'seal');
+    expect(await own.append([lie], 5000).then(() => 'ok', (e: { code?: string }) => e.code)).toBe('42501');
     // Under the gateway's key id (not secret) with a guessed key: stored, and named.
     const guessed = new ChainLane(pool, { id: key.id, secret: randomBytes(32) });
     const g0 = await guessed.append([lie], 5000);
     const n = await t.db.pool.query<{ n: number }>("SELECT count(*)::int AS n FROM audit_events WHERE request_id = 'req_answered'");
-    expect(n.rows[0].n).toBe(3);
+    expect(n.rows[0].n).toBe(2);
     const r = await verifyAuditChain(t.db, { keys });
-    expect(r).toMatchObject({ ok: false, batchesChecked: 1, mismatchCount: 3, keyed: { batches: 4, authenticated: 1 } });
-    expect(r.mismatches.map((m) => [m.batchId, m.fault])).toEqual([[f0, 'unknown_key'], [(BigInt(f0) + 1n).toString(), 'unknown_key'], [g0, 'hash_mismatch']]);
+    expect(r).toMatchObject({ ok: false, batchesChecked: 1, mismatchCount: 1, keyed: { batches: 2, authenticated: 1 } });
+    expect(r.mismatches.map((m) => [m.batchId, m.fault])).toEqual([[g0, 'hash_mismatch']]);
     // Without the key, verify does not say ok either.
-    expect(await verifyAuditChain(t.db)).toMatchObject({ ok: false, firstMismatch: null, keyed: { unauthenticated: 4, fault: 'key_needed' } });
+    expect(await verifyAuditChain(t.db)).toMatchObject({ ok: false, firstMismatch: null, keyed: { unauthenticated: 2, fault: 'key_needed' } });
   });
 });
 

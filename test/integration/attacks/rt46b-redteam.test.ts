@@ -6,12 +6,14 @@
  * Each test is one attack; its name says whether it is a finding (severity, fixed or open:
  * test.failing while open) or an attack the trail withstands ("held").
  *
- *   G1 medium, partly fixed: a tool call stored as a queued write's (decision queued) through
+ *   G1 medium, fixed (task f2): a tool call stored as a queued write's (decision queued) through
  *      interlock_audit_append_v2 (format 2) verified on a keyed trail: identity, SQL, time and approval
- *      id the thief's, the approval id naming no approval. Now verify names one whose approval id names
- *      no approval of the same identity; open: the thief may insert that approval row too.
- *   G2 medium (availability), open; documented by this task: a keyed genesis forged by the runtime role
- *      (any tag, any key id) keys an unkeyed trail, and every gateway without a key fails closed (42501).
+ *      id the thief's, the approval row inserted by the thief too. Now the gateway tags a queued write's
+ *      tool-call event under the audit key (details.audit_tag, src/audit/call-tag.ts) and verify with
+ *      the key names one without a valid tag; open: a copy of a tagged event stored again.
+ *   G2 medium (availability), fixed (task f2): a keyed genesis forged by the runtime role (any tag, any
+ *      key id) keyed an unkeyed trail, and every gateway without a key failed closed (42501). Now only
+ *      the owner keys the trail (`interlock audit require-key`, registering the key ids; audit_keyed_trail).
  *   G3 low, fixed: a key of 32 bytes but one repeated character (or a short repeated pattern) was accepted.
  */
 import { randomBytes, randomUUID } from 'node:crypto';
@@ -23,7 +25,10 @@ import { auditKey, type AuditKey } from '../../../src/audit/key';
 import { verifyAuditChain } from '../../../src/audit/verify';
 import { appendAuditRows } from '../../../src/audit/writer';
 import { ValidationError } from '../../../src/control/errors';
-import { BASE_AUDIT_ROW } from '../../helpers/audit-events';
+import { BASE_AUDIT_ROW, toolCallEvent } from '../../helpers/audit-events';
+import { tagCallRow } from '../../../src/audit/call-tag';
+import { queueApproval } from '../../../src/control/approvals';
+import { registerAuditKeyIds } from '../../../src/audit/keyed-trail';
 
 jest.setTimeout(180_000);
 
@@ -133,12 +138,16 @@ describe('a stolen runtime credential against a keyed trail', () => {
       'TRUNCATE audit_batches',
       'UPDATE audit_keyed_trail SET since_batch = 999999',
       'ALTER TABLE audit_keyed_trail DISABLE ROW LEVEL SECURITY',
-      'DROP TRIGGER audit_batches_keyed_latch ON audit_batches',
+      'DROP TRIGGER audit_batches_unkeyed_refused ON audit_batches',
+      'ALTER TABLE audit_batches DISABLE TRIGGER audit_batches_unkeyed_refused',
+      "INSERT INTO audit_keyed_trail (since_batch, set_by, key_ids) VALUES (0, 'require_key', '{0123456789abcdef}')",
       'ALTER SEQUENCE audit_batches_id_seq RESTART WITH 1',
     ]) {
       expect([sql, await codeOf(rt, sql)]).toEqual([sql, '42501']);
     }
-    expect((await t.db.pool.query('SELECT since_batch::text AS s FROM audit_keyed_trail')).rows).toEqual([{ s: b0 }]);
+    // Its keyed batch does not key the trail (red team rt46b G2): only the owner does.
+    expect((await t.db.pool.query('SELECT since_batch::text AS s FROM audit_keyed_trail')).rows).toEqual([]);
+    expect(b0).toMatch(/^[0-9]+$/);
     expect(await verifyAuditChain(t.db, { keys: new Map([[k.id, k]]) })).toMatchObject({ ok: true, eventsChecked: 2 });
   });
 
@@ -170,7 +179,8 @@ describe('a stolen runtime credential against a keyed trail', () => {
     expect(faults(r)).toEqual([[none, 'unkeyed_batch'], [other, 'unkeyed_batch']]);
   });
 
-  test.failing('finding G1 (medium, open): a thief who inserts the approval row too (INSERT on approvals) adds a queued tool call that verifies on a keyed trail', async () => {
+  // Shown failing before task f2 (test.failing on main): verify said ok, nothing named.
+  test('finding G1 (medium, fixed): a thief who inserts the approval row too (INSERT on approvals) adds a queued tool call: named on a keyed trail (no valid tag)', async () => {
     const k = newKey();
     const keys = new Map([[k.id, k]]);
     await new ChainLane(rt, k).append([row('p1')], 5000);
@@ -183,30 +193,62 @@ describe('a stolen runtime credential against a keyed trail', () => {
     expect(faults(await verifyAuditChain(t.db, { keys }))).toEqual([[lie, 'unkeyed_batch']]);
   });
 
-  test.failing('finding G2 (medium, availability, open): a keyed genesis the thief forges (any tag, any key id) keys an unkeyed trail, and a gateway without a key fails closed', async () => {
-    const honest = new ChainLane(rt);
-    await honest.append([row('d1')], 5000);
-    const forged = await codeOf(rt, `INSERT INTO audit_batches (${BATCH_COLS}) VALUES (now(), 0, NULL, $1, 5, $2, 0, NULL, '[]', '0123456789abcdef')`, [randomBytes(32), randomUUID()]);
-    expect(forged).toBe('ok');
-    // What verify says is right (the forged batch is named; no key given: key_needed) ...
-    expect(await verifyAuditChain(t.db)).toMatchObject({ ok: false, keyed: { batches: 1, fault: 'key_needed' } });
-    // ... but the latch is set by the forgery, and the gateway's next unkeyed batch is refused (42501).
-    expect((await t.db.pool.query<{ n: number }>('SELECT count(*)::int AS n FROM audit_keyed_trail')).rows[0].n).toBe(0);
-    expect(await honest.append([row('d2')], 5000).then(() => 'ok', (e: { code?: string }) => e.code)).toBe('ok');
+  test('held, G1: a queued write the gateway stores with its key verifies; its tag copied onto an altered event, or a tag under another key, is named', async () => {
+    const k = newKey();
+    const keys = new Map([[k.id, k]]);
+    await new ChainLane(rt, k).append([row('t1')], 5000);
+    await t.db.pool.query("INSERT INTO identities (id, name) VALUES ('idn_dddddddddddddddddddd', 'agent')");
+    await t.db.pool.query("INSERT INTO sources (id, type, name, description, enabled, settings) VALUES ('chinook', 'postgres', 'chinook', '', true, '{}')");
+    const a = { sourceId: 'chinook', identityId: 'idn_dddddddddddddddddddd', keyId: null, requestId: 't2', sql: 'UPDATE t SET x = 1', params: [], classification: { fingerprint: 'UPDATE t SET x = ?' } };
+    const call = (approvalId: string) => ({ ...toolCallEvent('t2', { source_id: 'chinook', fingerprint: 'UPDATE t SET x = ?', approval_id: approvalId }), identityId: 'idn_dddddddddddddddddddd', decision: 'queued' as const, reasonCode: 'approval_required' });
+    const rec = await queueApproval(t.db, a, call, 5000, undefined, k);
+    const stored = await t.db.pool.query<{ batch_id: string; details: { audit_tag: { key_id: string; tag: string } } }>("SELECT batch_id::text, details FROM audit_events WHERE kind = 'tool_call' AND approval_id = $1", [rec.id]);
+    expect(stored.rows[0].details.audit_tag).toEqual({ key_id: k.id, tag: expect.stringMatching(/^[0-9a-f]{64}$/) });
+    expect(await verifyAuditChain(t.db, { keys })).toMatchObject({ ok: true, mismatchCount: 0 });
+    // The thief copies the tag onto the same event with another statement, and tags one under a key of its own.
+    const copied = await appendAuditRows(rt, [row('t2', { identity_id: 'idn_dddddddddddddddddddd', decision: 'queued', reason_code: 'approval_required', approval_id: rec.id, source_id: 'chinook', fingerprint: 'DROP TABLE t', details: { audit_tag: stored.rows[0].details.audit_tag } })]);
+    const own = newKey();
+    const ownTagged = await appendAuditRows(rt, [tagCallRow(own, row('t3', { identity_id: 'idn_dddddddddddddddddddd', decision: 'queued', reason_code: 'approval_required', approval_id: rec.id }))]);
+    expect(faults(await verifyAuditChain(t.db, { keys }))).toEqual([[copied, 'unkeyed_batch'], [ownTagged, 'unkeyed_batch']]);
   });
 
-  test('held, G2 recovery as docs/operators.md says: verify names the forged genesis; the owner removes the mark and the unkeyed gateway writes again', async () => {
+  // Shown failing on main before task f2 (this test was test.failing there): the owner's trigger latched
+  // the trail as keyed at the forged genesis, and the honest unkeyed append was refused (42501).
+  test('finding G2 (medium, availability, fixed): a keyed genesis the thief forges (any tag, any key id) does not key an unkeyed trail; the gateway without a key goes on', async () => {
     const honest = new ChainLane(rt);
-    await honest.append([row('e1')], 5000);
-    const id = (await rt.query<{ id: string }>(`INSERT INTO audit_batches (${BATCH_COLS}) VALUES (now(), 0, NULL, $1, 5, $2, 0, NULL, '[]', '0123456789abcdef') RETURNING id::text`, [randomBytes(32), randomUUID()])).rows[0].id;
-    const refused = await honest.append([row('e2')], 5000).then(() => null, (e: { code?: string; message: string }) => e);
-    expect(refused).toMatchObject({ code: '42501' });
-    expect(refused?.message).toMatch(/the audit trail is keyed \(audit_keyed_trail\)/);
+    await honest.append([row('d1')], 5000);
+    const forged = (await rt.query<{ id: string }>(`INSERT INTO audit_batches (${BATCH_COLS}) VALUES (now(), 0, NULL, $1, 5, $2, 0, NULL, '[]', '0123456789abcdef') RETURNING id::text`, [randomBytes(32), randomUUID()])).rows[0].id;
+    // Verify names it (no key given: key_needed; under any key: unknown_key) and it moves no mark.
+    expect(await verifyAuditChain(t.db)).toMatchObject({ ok: false, keyed: { batches: 1, unauthenticated: 1, fault: 'key_needed', keyedSince: null } });
     const other = newKey();
-    expect(faults(await verifyAuditChain(t.db, { keys: new Map([[other.id, other]]) }))).toEqual([[id, 'unknown_key']]);
-    expect((await t.db.pool.query('SELECT since_batch::text AS s, set_by FROM audit_keyed_trail')).rows).toEqual([{ s: id, set_by: 'first_keyed_batch' }]);
-    await t.db.pool.query('DELETE FROM audit_keyed_trail');
-    expect(await honest.append([row('e3')], 5000).then(() => 'ok', (e: { code?: string }) => e.code)).toBe('ok');
+    expect(faults(await verifyAuditChain(t.db, { keys: new Map([[other.id, other]]) }))).toEqual([[forged, 'unknown_key']]);
+    expect((await t.db.pool.query<{ n: number }>('SELECT count(*)::int AS n FROM audit_keyed_trail')).rows[0].n).toBe(0);
+    const d2 = await honest.append([row('d2')], 5000).then((id) => id, (e: { code?: string }) => e.code);
+    expect(d2).toMatch(/^[0-9]+$/);
+    // The later unkeyed batch is not named unkeyed_batch: nothing but the forgery is.
+    expect(faults(await verifyAuditChain(t.db, { keys: new Map([[other.id, other]]) }))).toEqual([[forged, 'unknown_key']]);
+  });
+
+  test('held, G2: once the owner keyed the trail (require-key), the thief\'s genesis under an unregistered key id and its unkeyed batch are refused; a gateway under a new key is refused until require-key registers it (rotation)', async () => {
+    const k1 = newKey();
+    const k2 = newKey();
+    expect(await registerAuditKeyIds(t.db.pool, [k1.id], 'require_key')).toEqual({ already: false, sinceBatch: '0', setBy: 'require_key', keyIds: [k1.id], added: [k1.id] });
+    // The runtime role cannot register a key id of its own.
+    expect(await registerAuditKeyIds(rt, ['0123456789abcdef'], 'require_key').then(() => 'ok', (e: { code?: string }) => e.code)).toBe('42501');
+    const g = new ChainLane(rt, k1);
+    const g0 = await g.append([row('k1')], 5000);
+    const refusal = (p: Promise<unknown>) => p.then(() => null, (e: { code?: string; message: string }) => ({ code: e.code, message: e.message }));
+    const forged = await refusal(rt.query(`INSERT INTO audit_batches (${BATCH_COLS}) VALUES (now(), 0, NULL, $1, 5, $2, 0, NULL, '[]', '0123456789abcdef')`, [randomBytes(32), randomUUID()]));
+    expect(forged).toEqual({ code: '42501', message: 'audit_batches: the audit trail is keyed (audit_keyed_trail) and audit key id 0123456789abcdef is not registered: with that key configured (audit.key, the keys still in use in audit.previous_keys), run `interlock audit require-key` as the owner of the control tables' });
+    expect(await refusal(new ChainLane(rt).append([row('k2')], 5000))).toEqual({ code: '42501', message: 'audit_batches: the audit trail is keyed (audit_keyed_trail): an unkeyed (format-3) batch is refused; give the gateway its audit key (audit.key / INTERLOCK_AUDIT_KEY)' });
+    // Rotation: a gateway under k2 fails closed until the owner registers k2 (k1 stays registered).
+    expect(await refusal(new ChainLane(rt, k2).append([row('k3')], 5000))).toMatchObject({ code: '42501' });
+    expect(await registerAuditKeyIds(t.db.pool, [k2.id, k1.id], 'require_key')).toEqual({ already: true, sinceBatch: '0', setBy: 'require_key', keyIds: [k1.id, k2.id].sort(), added: [k2.id] });
+    const h0 = await new ChainLane(rt, k2).append([row('k4')], 5000);
+    expect(await g.append([row('k5')], 5000)).toMatch(/^[0-9]+$/);
+    const keys = new Map([[k1.id, k1], [k2.id, k2]]);
+    expect(await verifyAuditChain(t.db, { keys })).toMatchObject({ ok: true, batchesChecked: 3, eventsChecked: 3, keyed: { authenticated: 3, keyedSince: '0' } });
+    expect(BigInt(h0) > BigInt(g0)).toBe(true);
   });
 });
 

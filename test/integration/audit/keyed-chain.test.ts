@@ -21,6 +21,7 @@ import { requireAuditKey } from '../../../src/cli/audit';
 import { migrateDown } from '../../helpers/migrate-down';
 import { BASE_AUDIT_ROW, toolCallEvent } from '../../helpers/audit-events';
 import { appendAuditRows, DbAuditSink } from '../../../src/audit/writer';
+import { callTool, startGovernedEnv } from '../../helpers/governed';
 
 jest.setTimeout(120_000);
 
@@ -70,14 +71,20 @@ describe('format 5 on a fresh trail', () => {
     expect(await verifyAuditChain(t.db, { keys: new Map([[k3.id, k3]]) })).toMatchObject({ ok: false, mismatchCount: 4, firstMismatch: { batchId: a0, fault: 'unknown_key' } });
     // No key at all: the links are checked, the tags cannot be; not ok, and said why.
     expect(await verifyAuditChain(t.db)).toMatchObject({ ok: false, mismatchCount: 0, firstMismatch: null, batchesChecked: 0, keyed: { batches: 4, authenticated: 0, unauthenticated: 4, fault: 'key_needed' } });
-    // The trail is keyed since the first keyed genesis: an unkeyed batch is refused, even the owner's.
-    expect((await t.db.pool.query('SELECT since_batch::text AS s, set_by FROM audit_keyed_trail')).rows).toEqual([{ s: a0, set_by: 'first_keyed_batch' }]);
+    // Keyed batches do not key the trail (red team rt46b G2): the owner does, registering the key ids
+    // (`interlock audit require-key`); from then on an unkeyed batch is refused, even the owner's.
+    expect((await t.db.pool.query('SELECT since_batch::text AS s, set_by FROM audit_keyed_trail')).rows).toEqual([]);
+    expect(await requireAuditKey(t.db, both)).toEqual({ already: false, sinceBatch: b0, setBy: 'require_key', keyIds: [k1.id, k2.id].sort(), added: [k1.id, k2.id].sort() });
+    expect((await t.db.pool.query('SELECT since_batch::text AS s, set_by, key_ids FROM audit_keyed_trail')).rows).toEqual([{ s: b0, set_by: 'require_key', key_ids: [k1.id, k2.id].sort() }]);
+    // A chain under a key not registered is refused at its genesis.
+    expect(await codeOf(new ChainLane(rt, k3).append([row('r5k')], 5000))).toBe('42501');
     expect(await codeOf(new ChainLane(rt).append([row('r5')], 5000))).toBe('42501');
     expect(await codeOf(new ChainLane(t.db.pool).append([row('r6')], 5000))).toBe('42501');
     // The runtime role cannot lift it, nor place a batch before the mark: ids are the owner's sequence's.
     expect(await codeOf(rt.query("INSERT INTO audit_batches (id, committed_at, event_count, hash, format, chain_id, seq) VALUES (1, now(), 0, $1, 3, gen_random_uuid(), 0)", [Buffer.alloc(32, 1)]))).toBe('42501');
     expect(await codeOf(rt.query("SELECT setval('audit_batches_id_seq', 1)"))).toBe('42501');
-    expect(await codeOf(rt.query("INSERT INTO audit_keyed_trail (only_row, since_batch, set_by) VALUES (true, 0, 'require_key')"))).toBe('42501');
+    expect(await codeOf(rt.query("INSERT INTO audit_keyed_trail (only_row, since_batch, set_by, key_ids) VALUES (true, 0, 'require_key', '{0123456789abcdef}')"))).toBe('42501');
+    expect(await codeOf(rt.query("UPDATE audit_keyed_trail SET key_ids = key_ids || '{0123456789abcdef}'::text[]"))).toBe('42501');
     // Nor remove the mark or its trigger.
     expect(await codeOf(rt.query('DELETE FROM audit_keyed_trail'))).toBe('42501');
     expect(await codeOf(rt.query('ALTER TABLE audit_batches DISABLE TRIGGER audit_batches_unkeyed_refused'))).toBe('42501');
@@ -129,14 +136,18 @@ describe('an unkeyed trail becoming keyed', () => {
     expect(await trail()).toEqual(before);
     // Unkeyed batches still go in until the trail is keyed.
     const o2 = await old.append([row('u3')], 5000);
-    expect(await requireAuditKey(t.db)).toEqual({ already: false, sinceBatch: o2, setBy: 'require_key' });
-    expect(await requireAuditKey(t.db)).toEqual({ already: true, sinceBatch: o2, setBy: 'require_key' });
-    expect(await codeOf(old.append([row('u4')], 5000))).toBe('42501');
     const k = newKey();
+    const ring = auditKeyring({ key: k.secret.toString() });
+    // No key configured: nothing to register.
+    await expect(requireAuditKey(t.db, auditKeyring(undefined))).rejects.toThrow(/set audit\.key \(INTERLOCK_AUDIT_KEY\) first/);
+    expect(await requireAuditKey(t.db, ring)).toEqual({ already: false, sinceBatch: o2, setBy: 'require_key', keyIds: [k.id], added: [k.id] });
+    expect(await requireAuditKey(t.db, ring)).toEqual({ already: true, sinceBatch: o2, setBy: 'require_key', keyIds: [k.id], added: [] });
+    expect(await codeOf(old.append([row('u4')], 5000))).toBe('42501');
+    expect(await codeOf(new ChainLane(t.db.pool, newKey()).append([row('u4k')], 5000))).toBe('42501');
     const keyed = new ChainLane(t.db.pool, k);
     const k0 = await keyed.append([row('u5')], 5000);
-    // require-key set the row: the first keyed genesis leaves it as it was.
-    expect((await t.db.pool.query('SELECT since_batch::text AS s, set_by FROM audit_keyed_trail')).rows).toEqual([{ s: o2, set_by: 'require_key' }]);
+    // The keyed batch leaves the row as it was.
+    expect((await t.db.pool.query('SELECT since_batch::text AS s, set_by, key_ids FROM audit_keyed_trail')).rows).toEqual([{ s: o2, set_by: 'require_key', key_ids: [k.id] }]);
     expect(await verifyAuditChain(t.db, { keys: new Map([[k.id, k]]) })).toMatchObject({ ok: true, batchesChecked: 4, chains: 2, keyed: { batches: 1, authenticated: 1, keyedSince: o2 } });
     expect(BigInt(k0) > BigInt(o2) && BigInt(o0) < BigInt(o2)).toBe(true);
     await expect(migrateDown(t.temp.url, back)).rejects.toThrow(/format-5 \(keyed\) batches/);
@@ -179,6 +190,25 @@ describe('an archived keyed month', () => {
       });
     } finally {
       rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});
+
+describe('a governed gateway with a key (red team rt46b G1, G2)', () => {
+  // Shown failing before task f2: the queued write's tool-call event had no audit_tag, and the gateway registered no key id.
+  test('owning the trail, it keys it at start; a queued write\'s tool-call event carries its tag, and verify with the key says ok', async () => {
+    const secret = randomBytes(32).toString('base64');
+    const k = auditKey(secret);
+    const env = await startGovernedEnv({ config: { audit: { key: secret } } });
+    try {
+      expect((await env.db.pool.query('SELECT set_by, key_ids FROM audit_keyed_trail')).rows).toEqual([{ set_by: 'gateway_start', key_ids: [k.id] }]);
+      const r = await callTool(env, 'interlock_query', { source_id: 'chinook', sql: 'INSERT INTO playlist (name) VALUES ($1)', params: ['Keyed'] }, env.apiKey);
+      const approvalId = (r.body.result.structuredContent as { approval_id: string }).approval_id;
+      const ev = await env.db.pool.query<{ format: number; tag: { key_id: string } }>("SELECT b.format, e.details->'audit_tag' AS tag FROM audit_events e JOIN audit_batches b ON b.id = e.batch_id WHERE e.kind = 'tool_call' AND e.approval_id = $1", [approvalId]);
+      expect(ev.rows).toEqual([{ format: 2, tag: { key_id: k.id, tag: expect.stringMatching(/^[0-9a-f]{64}$/) } }]);
+      expect(await verifyAuditChain(env.db, { keys: new Map([[k.id, k]]) })).toMatchObject({ ok: true, mismatchCount: 0, keyed: { unauthenticated: 0 } });
+    } finally {
+      await env.close();
     }
   });
 });

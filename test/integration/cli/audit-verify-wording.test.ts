@@ -98,7 +98,7 @@ test('pending events: a warning while fresh, pending_stale past 60 s, nothing on
 
 // Task f1 (red team rt45b F1): keyed batches verify with the audit key from the configuration
 // (INTERLOCK_AUDIT_KEY, INTERLOCK_AUDIT_PREVIOUS_KEYS); without one verify says they are not
-// authenticated and exits 1; under another key they are unknown_key. `audit require-key` reports the mark.
+// authenticated and exits 1; under another key they are unknown_key. `audit require-key` keys the trail with the configured keys' ids.
 test('keyed batches: OK with the key, NOT AUTHENTICATED without one, unknown_key under another', async () => {
   const key = 'the audit key of this test: 32+ bytes';
   const lane = new ChainLane(db.pool, auditKey(key));
@@ -132,5 +132,12 @@ test('keyed batches: OK with the key, NOT AUTHENTICATED without one, unknown_key
   const other = await withEnv({ INTERLOCK_AUDIT_KEY: 'a new key rotated in: of 32+ bytes' });
   expect(other.code).toBe(1);
   expect(other.stdout).toMatch(new RegExp(`^audit chain BROKEN at batch ${first} \\(committed [^)]+\\): unknown_key; 2 batch\\(es\\) do not match in all`));
-  expect(await withEnv({}, ['audit', 'require-key'])).toEqual({ code: 0, stdout: `the audit trail is already keyed (since batch ${first}, first_keyed_batch)\n`, stderr: '' });
+  // Keyed batches do not key the trail (red team rt46b G2): require-key does, registering the configured keys.
+  const id = auditKey(key).id;
+  const newId = auditKey('a new key rotated in: of 32+ bytes').id;
+  const last = (await db.pool.query<{ id: string }>('SELECT max(id)::text AS id FROM audit_batches')).rows[0].id;
+  expect(await withEnv({}, ['audit', 'require-key'])).toEqual({ code: 2, stdout: '', stderr: 'error: interlock audit require-key registers the configured audit keys: set audit.key (INTERLOCK_AUDIT_KEY) first, the keys still in use in audit.previous_keys (INTERLOCK_AUDIT_PREVIOUS_KEYS)\n' });
+  expect(await withEnv({ INTERLOCK_AUDIT_KEY: key }, ['audit', 'require-key'])).toEqual({ code: 0, stdout: `the audit trail is keyed from batch ${last} on: unkeyed batches and keys not registered are refused; registered key id(s): ${id} (new: ${id})\n`, stderr: '' });
+  const both = [id, newId].sort().join(', ');
+  expect(await withEnv({ INTERLOCK_AUDIT_KEY: 'a new key rotated in: of 32+ bytes', INTERLOCK_AUDIT_PREVIOUS_KEYS: key }, ['audit', 'require-key'])).toEqual({ code: 0, stdout: `the audit trail is keyed (since batch ${last}, require_key); registered key id(s): ${both} (new: ${newId})\n`, stderr: '' });
 });

@@ -8,6 +8,7 @@ import { randomBytes } from 'node:crypto';
 import { chmodSync, existsSync, mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { auditKey } from '../../../src/audit/key';
 
 const BIN = join(__dirname, '..', '..', '..', 'bin', 'interlock.js');
 let dir: string;
@@ -129,6 +130,11 @@ describe('embedded PostgreSQL (zero setup)', () => {
     expect(verified.code).toBe(0);
     expect(JSON.parse(verified.stdout)).toMatchObject({ ok: true, keyed: { unauthenticated: 0, fault: null } });
     expect((JSON.parse(verified.stdout) as { keyed: { authenticated: number } }).keyed.authenticated).toBeGreaterThan(0);
+    // The demo's gateway owns the trail: it keyed it at start with its key's id (red team rt46b G2), no step needed.
+    const id = auditKey(readFileSync(join(dir, 'pg', 'audit-key'), 'utf8').trim()).id;
+    const keyed = await run(['--json', 'audit', 'require-key']);
+    expect(keyed.code).toBe(0);
+    expect(JSON.parse(keyed.stdout)).toEqual({ already: true, sinceBatch: expect.stringMatching(/^[0-9]+$/), setBy: 'gateway_start', keyIds: [id], added: [] });
     // A new key given to the CLI (a rotation begun): the folder's key still verifies what it tagged (nu46),
     // and a key given with a trailing newline is the same key.
     const rotated = await run(['--json', 'audit', 'verify'], { INTERLOCK_AUDIT_KEY: `${randomBytes(48).toString('base64')}\n` });
