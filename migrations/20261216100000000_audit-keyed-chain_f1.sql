@@ -61,7 +61,7 @@ CREATE TABLE audit_keyed_trail (
 REVOKE ALL ON audit_keyed_trail FROM PUBLIC;
 
 CREATE FUNCTION interlock_audit_refuse_unkeyed() RETURNS trigger
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, public AS $$
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, public, pg_temp AS $$
 DECLARE
   registered text[];
 BEGIN
