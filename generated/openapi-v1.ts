@@ -3328,10 +3328,10 @@ export interface operations {
                         /** @constant */
                         status: "not_ready";
                         /**
-                         * @description control_database_unavailable: the control database cannot be reached or is not a read-write primary (at start, or during a failover; governed calls answer audit_unavailable meanwhile); migrations_pending: run interlock db migrate.
+                         * @description control_database_unavailable: the control database cannot be reached or is not a read-write primary (at start, or during a failover; governed calls answer audit_unavailable meanwhile); migrations_pending: run interlock db migrate; audit_key_refused: the audit trail is keyed and refuses this gateway's batches (it has no audit key, or its key's id is not registered): give it the audit key and, as the owner, run interlock audit require-key (governed calls answer audit_unavailable meanwhile).
                          * @enum {unknown}
                          */
-                        reason?: "control_database_unavailable" | "migrations_pending";
+                        reason?: "control_database_unavailable" | "migrations_pending" | "audit_key_refused";
                     };
                 };
             };

@@ -272,13 +272,17 @@ export async function startGovernedGateway(opts: GovernedGatewayOptions): Promis
     const { conformanceFixtureTools } = require('./fixtures/conformance-tools') as typeof import('./fixtures/conformance-tools');
     tools.unshift(...conformanceFixtureTools());
   }
+  let auditKeyRefused: () => boolean = () => false;
   const ops = {
     // Not ready while the control database (a read-write primary) does not answer (issue 29).
     ready: async (): Promise<boolean | NotReadyReason> => {
       let timer: NodeJS.Timeout | undefined;
       const late = new Promise<null>((resolve) => (timer = setTimeout(() => resolve(null), CONTROL_CONNECT_TIMEOUT_MS)));
       const st = await Promise.race([migrationStatus(db).catch(() => null), late]).finally(() => clearTimeout(timer));
-      return st === null ? 'control_database_unavailable' : st.upToDate || 'migrations_pending';
+      if (st === null) return 'control_database_unavailable';
+      if (!st.upToDate) return 'migrations_pending';
+      // The keyed trail refuses this gateway's batches (no audit key, or one not registered): every governed call fails closed.
+      return auditKeyRefused() ? 'audit_key_refused' : true;
     },
     circuitStates: () => registry.states(),
     poolStats: () => registry.poolStats(),
@@ -292,6 +296,7 @@ export async function startGovernedGateway(opts: GovernedGatewayOptions): Promis
   const auditCommitMs = config.audit?.commit_timeout_ms ?? 2000;
   const auditPool = openAuditPool(db.url, auditCommitMs, logger);
   const auditSink = new GroupCommitAuditSink(auditPool, logger, { commitTimeoutMs: auditCommitMs, key: auditKeys.signing });
+  auditKeyRefused = () => auditSink.keyRefusal() !== null;
   if (!auditKeys.signing) logger.warn({ component: 'audit' }, 'no audit key (audit.key / INTERLOCK_AUDIT_KEY): audit batches are unkeyed (format 3), so a holder of the database credential could forge them (docs/operators.md "The audit key")');
   else await registerOwnAuditKeys(db, auditKeys, logger);
   // Admission by capacity (issue 29): fed by call latency, event-loop delay and the audit writer's queue.

@@ -226,6 +226,18 @@ interface Waiter {
  * The pool reconnects by itself: once the database is back the next batch succeeds. `close` seals
  * every lane's chain (a last batch of mark 'seal').
  */
+/**
+ * Whether `err` is the keyed trail's refusal of a batch (SQLSTATE 42501 raised by the trigger of
+ * migration audit-keyed-chain_f1, whose message names `audit_keyed_trail`): 'no_key' for an unkeyed
+ * (format-3) batch, 'key_not_registered' for a keyed chain whose key id the owner did not register;
+ * null for any other error.
+ */
+export function keyedTrailRefusal(err: unknown): 'no_key' | 'key_not_registered' | null {
+  const e = err as { code?: unknown; message?: unknown } | null;
+  if (!e || e.code !== '42501' || typeof e.message !== 'string' || !e.message.includes('audit_keyed_trail')) return null;
+  return e.message.includes('is not registered') ? 'key_not_registered' : 'no_key';
+}
+
 export class GroupCommitAuditSink implements AuditSink {
   private queue: Waiter[] = [];
   private readonly lanes: ChainLane[];
@@ -248,6 +260,21 @@ export class GroupCommitAuditSink implements AuditSink {
     this.timeoutMs = opts.commitTimeoutMs ?? 2000;
     this.lanes = Array.from({ length: Math.max(1, Math.trunc(opts.lanes ?? 2)) }, () => new ChainLane(pool, opts.key ?? null));
     this.idle = [...this.lanes];
+  }
+
+  /** Set while the keyed trail refuses this writer's batches (keyRefusal). */
+  private refusedByKeyedTrail: 'no_key' | 'key_not_registered' | null = null;
+
+  /**
+   * Why the database's keyed trail (migration audit-keyed-chain_f1, `audit_keyed_trail`) refuses this
+   * writer's batches, or null: 'no_key' (the trail is keyed and this writer has no audit key: its
+   * format-3 batches are refused) or 'key_not_registered' (its key's id is not among the ids the
+   * owner registered with `interlock audit require-key`). Set by a batch refused so (SQLSTATE 42501
+   * from the trail's trigger), cleared by the next batch that commits. The gateway reports it as not
+   * ready (/readyz reason `audit_key_refused`): every governed call fails closed until it is fixed.
+   */
+  keyRefusal(): 'no_key' | 'key_not_registered' | null {
+    return this.refusedByKeyedTrail;
   }
 
   /** Events waiting for a lane plus taken events not yet settled (batches being committed): a queue depth for admission control and metrics. */
@@ -370,9 +397,28 @@ export class GroupCommitAuditSink implements AuditSink {
     const left = () => Math.min(...batch.map((w) => w.deadline)) - Date.now();
     try {
       await lane.append(batch.map((w) => w.row!), left());
+      if (this.refusedByKeyedTrail) {
+        this.refusedByKeyedTrail = null;
+        this.logger?.info({ component: 'audit' }, 'the keyed audit trail accepts this gateway\'s batches again');
+      }
       for (const w of batch) this.settle(w);
       return;
     } catch (err) {
+      const keyed = keyedTrailRefusal(err);
+      if (keyed) {
+        // Not a slow database: the trail is keyed and refuses this writer until it is given a registered key (nu46).
+        if (this.refusedByKeyedTrail !== keyed) {
+          this.logger?.error(
+            { component: 'audit', code: '42501', reason: keyed, keyId: this.opts.key?.id ?? null },
+            keyed === 'no_key'
+              ? 'the audit trail is keyed and refuses this gateway\'s unkeyed batches: every governed call is refused audit_unavailable, and /readyz reports audit_key_refused, until the gateway runs with the audit key (audit.key / INTERLOCK_AUDIT_KEY; docs/operators.md "The audit key")'
+              : `the audit trail is keyed and this gateway's audit key (id ${this.opts.key?.id}) is not registered: every governed call is refused audit_unavailable, and /readyz reports audit_key_refused, until the owner runs \`interlock audit require-key\` with this key configured (docs/operators.md "The audit key")`,
+          );
+        }
+        this.refusedByKeyedTrail = keyed;
+        for (const w of batch) this.settle(w, err);
+        return;
+      }
       if (!isMalformed(err)) {
         this.logger?.error({ component: 'audit', code: (err as { code?: string }).code, events: batch.length }, 'audit batch not committed');
         for (const w of batch) this.settle(w, err);

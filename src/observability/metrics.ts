@@ -15,9 +15,11 @@ import { TOKEN_OUTCOMES } from '../auth/federated-resolver';
 
 /**
  * Why /readyz answers 503 (spec/openapi-v1.yaml, readyz): the control database cannot be reached
- * or is not a read-write primary (issue 29: start without it, failover), or migrations are pending.
+ * or is not a read-write primary (issue 29: start without it, failover), migrations are pending, or
+ * the keyed audit trail refuses this gateway's batches (no audit key, or one the owner did not
+ * register: docs/operators.md "The audit key").
  */
-export type NotReadyReason = 'control_database_unavailable' | 'migrations_pending';
+export type NotReadyReason = 'control_database_unavailable' | 'migrations_pending' | 'audit_key_refused';
 
 /** Writes the /readyz answer for `r` (OperationsSources.ready's value): 200 {status: ready}, else 503 {status: not_ready, reason?}. */
 export function sendReadiness(res: express.Response, r: boolean | NotReadyReason): void {

@@ -6,6 +6,8 @@
  * named by verify. The forged chains are written with the runtime role's credential only.
  */
 import pg from 'pg';
+import pino from 'pino';
+import { registerAuditKeyIds } from '../../../src/audit/keyed-trail';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -207,6 +209,40 @@ describe('a governed gateway with a key (red team rt46b G1, G2)', () => {
       const ev = await env.db.pool.query<{ format: number; tag: { key_id: string } }>("SELECT b.format, e.details->'audit_tag' AS tag FROM audit_events e JOIN audit_batches b ON b.id = e.batch_id WHERE e.kind = 'tool_call' AND e.approval_id = $1", [approvalId]);
       expect(ev.rows).toEqual([{ format: 2, tag: { key_id: k.id, tag: expect.stringMatching(/^[0-9a-f]{64}$/) } }]);
       expect(await verifyAuditChain(env.db, { keys: new Map([[k.id, k]]) })).toMatchObject({ ok: true, mismatchCount: 0, keyed: { unauthenticated: 0 } });
+    } finally {
+      await env.close();
+    }
+  });
+});
+
+describe('a governed gateway without a key on a keyed trail (nu46)', () => {
+  // Shown failing before: /readyz said {status: ready} while every call was refused, and the log said only "audit batch not committed" (42501).
+  test('every governed call fails closed, /readyz says audit_key_refused, one error line names the fix; once the trail accepts it again it is ready', async () => {
+    const lines: Array<Record<string, unknown>> = [];
+    const sink = { write: (s: string) => void lines.push(JSON.parse(s) as Record<string, unknown>) };
+    const env = await startGovernedEnv({ logger: pino({ level: 'info' }, sink) });
+    try {
+      const ready = async () => {
+        const r = await fetch(`${env.url.replace(/\/mcp$/, '')}/readyz`);
+        return [r.status, await r.json()];
+      };
+      expect(await ready()).toEqual([200, { status: 'ready' }]);
+      // The owner keys the trail with another key's id: this keyless gateway's format-3 batches are refused from now on.
+      await registerAuditKeyIds(env.db.pool, [newKey().id], 'require_key');
+      for (const i of [1, 2]) {
+        const r = await callTool(env, 'interlock_query', { source_id: 'chinook', sql: `SELECT ${i} AS n` }, env.apiKey);
+        expect(r.body.result.structuredContent).toMatchObject({ status: 'unavailable', code: 'audit_unavailable' });
+      }
+      expect(await ready()).toEqual([503, { status: 'not_ready', reason: 'audit_key_refused' }]);
+      const refusals = lines.filter((l) => l.component === 'audit' && l.reason === 'no_key');
+      expect(refusals).toHaveLength(1);
+      expect(refusals[0]).toMatchObject({ level: 50, code: '42501', keyId: null });
+      expect(String(refusals[0].msg)).toContain('until the gateway runs with the audit key (audit.key / INTERLOCK_AUDIT_KEY');
+      // The owner lifts the mark (docs: a trail keyed by mistake): the next batch commits and the gateway is ready again.
+      await env.db.pool.query('DELETE FROM audit_keyed_trail');
+      const ok = await callTool(env, 'interlock_query', { source_id: 'chinook', sql: 'SELECT 3 AS n' }, env.apiKey);
+      expect(ok.body.result.structuredContent).toMatchObject({ rows: [{ n: 3 }] });
+      expect(await ready()).toEqual([200, { status: 'ready' }]);
     } finally {
       await env.close();
     }
