@@ -298,7 +298,11 @@ export async function startGovernedGateway(opts: GovernedGatewayOptions): Promis
   const auditSink = new GroupCommitAuditSink(auditPool, logger, { commitTimeoutMs: auditCommitMs, key: auditKeys.signing });
   auditKeyRefused = () => auditSink.keyRefusal() !== null;
   if (!auditKeys.signing) logger.warn({ component: 'audit' }, 'no audit key (audit.key / INTERLOCK_AUDIT_KEY): audit batches are unkeyed (format 3), so a holder of the database credential could forge them (docs/operators.md "The audit key")');
-  else await registerOwnAuditKeys(db, auditKeys, logger);
+  else {
+    // The key's id (not secret), so replicas and verify's output can be compared (nu46).
+    logger.info({ component: 'audit', keyId: auditKeys.signing.id, verifyKeyIds: [...auditKeys.byId.keys()] }, 'audit batches are keyed (format 5) with the audit key of this id');
+    await registerOwnAuditKeys(db, auditKeys, logger);
+  }
   // Admission by capacity (issue 29): fed by call latency, event-loop delay and the audit writer's queue.
   const capacity = capacityLimiter(config.admission ?? DEFAULT_CONFIG.admission!, () => auditSink.pendingEvents());
   // At level debug: the limiter's state every 100 ms (bench/admission-trace.ts reads these lines).

@@ -55,6 +55,8 @@ export interface ChainMismatch {
   batchId: string;
   committedAt: string | null;
   fault: ChainFault;
+  /** For `unknown_key`: the key id the batch names (16 hex digits), so an operator can tell a key not given from a forged id. */
+  keyId?: string;
 }
 
 /** The result of verifyAuditChain. `firstMismatch` is null when every checked batch matches. */
@@ -92,8 +94,9 @@ export interface VerifyReport {
    * checked). When there are any, `fault` is 'key_needed' and `ok` is false: without the key, verify
    * cannot tell the gateway's batches from forged ones. `keyedSince` is the batch id from which an
    * unkeyed batch is a fault (audit_keyed_trail's since_batch, else the first keyed batch a key given authenticates), or null.
+   * `keyIdsGiven`: the ids of the keys verify was given, sorted (not secret).
    */
-  keyed: { batches: number; authenticated: number; unauthenticated: number; fault: 'key_needed' | null; keyedSince: string | null };
+  keyed: { batches: number; authenticated: number; unauthenticated: number; fault: 'key_needed' | null; keyedSince: string | null; keyIdsGiven: string[] };
 }
 
 /** Batches read per page (fewer when they hold more than PAGE_EVENTS events together). */
@@ -326,7 +329,7 @@ export async function verifyAuditChain(db: ControlDb, opts: { since?: Date; arch
       mismatchCount: 0,
       firstMismatch: null,
       pending: { events: 0, oldest: null, stale: 0, fault: null },
-      keyed: { batches: 0, authenticated: 0, unauthenticated: 0, fault: null, keyedSince: null },
+      keyed: { batches: 0, authenticated: 0, unauthenticated: 0, fault: null, keyedSince: null, keyIdsGiven: [...keys.keys()].sort() },
     };
     // From which batch id an unkeyed (format-3) batch is a fault: the owner's audit_keyed_trail, else the first keyed batch a key given authenticates below.
     // A trail not migrated to format 5 yet (migration 20261216100000000) has neither that table nor mac_key_id.
@@ -450,7 +453,7 @@ export async function verifyAuditChain(db: ControlDb, opts: { since?: Date; arch
           // No key: its links were checked above, its tag cannot be (ok is false: key_needed).
           // It does not move keyedSince: anyone may insert a format-5 batch (red team rt46b G2).
           report.keyed.unauthenticated++;
-        } else if (b.format === 5 && !keys.has(b.mac_key_id ?? '')) m('unknown_key');
+        } else if (b.format === 5 && !keys.has(b.mac_key_id ?? '')) fault({ batchId: b.id, committedAt: safeIso(b.committed_at), fault: 'unknown_key', keyId: b.mac_key_id ?? '' });
         else {
           let recomputed: Buffer | null;
           try {
