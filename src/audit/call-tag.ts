@@ -9,8 +9,9 @@
  * where row is the normalised event (event-text.ts) without details.audit_tag, so the tag covers every
  * column of the event (kind, time, request, identity, decision, approval id, statement fingerprint,
  * details …) but not its batch. On a keyed trail, verify given the keys names a format-2 batch holding a
- * tool-call event without a valid tag (`unkeyed_batch`, src/audit/verify.ts). Not covered: a copy of
- * a tagged event stored again (a duplicate of a real queued call). docs/operators.md ("The audit key").
+ * tool-call event without a valid tag (`unkeyed_batch`, src/audit/verify.ts), and a second event
+ * carrying a tag already verified (a copy of a genuine one stored again) `inserted_batch`.
+ * docs/operators.md ("The audit key").
  */
 import { createHmac, timingSafeEqual } from 'node:crypto';
 import { eventsText, normalizeAuditRow } from './event-text';

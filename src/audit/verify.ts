@@ -37,7 +37,8 @@ import { PENDING_STALE_MS } from './pending';
 /**
  * Why a batch does not match: its events or header changed (`hash_mismatch`); the batch before it in
  * its chain is missing or changed (`broken_link`: deleted); it repeats a place its chain already has,
- * or follows its chain's seal (`inserted_batch`); a genesis names a batch that is missing or changed
+ * or follows its chain's seal, or holds a queued call whose audit-key tag an earlier event already
+ * carries (`inserted_batch`: a copy stored again, call-tag.ts); a genesis names a batch that is missing or changed
  * (`anchor_mismatch`: a chain deleted or cut short); events name a batch that does not exist
  * (`events_without_batch`); a format-3 batch (a writer lane's, tool calls only) holds a kind-config
  * event (`misplaced_config`: a governance change forged by a holder of the runtime role's
@@ -250,6 +251,21 @@ function recomputeV4(b: BatchCheck, rows: StoredV2Row[]): Buffer | null {
   return input && batchHashV4(b.prev_hash, b.id, b.committed_text, rows.map((r) => r.id), eventsText(input));
 }
 
+/** The audit-key tags (call-tag.ts: details.audit_tag.tag) of the tool-call events among stored events `rows`. */
+function callTagsOf(rows: StoredV2Row[]): string[] {
+  const tags: string[] = [];
+  for (const r of rows) {
+    if (r.kind !== 'tool_call') continue;
+    try {
+      const tag = (JSON.parse(r.details) as { audit_tag?: { tag?: unknown } } | null)?.audit_tag?.tag;
+      if (typeof tag === 'string') tags.push(tag);
+    } catch {
+      // details no writer produced: the batch's hash does not match anyway
+    }
+  }
+  return tags;
+}
+
 /** Whether stored events `rows` hold a tool-call event without a valid tag under `keys` (call-tag.ts). */
 function untaggedCall(keys: ReadonlyMap<string, AuditKey>, rows: StoredV2Row[]): boolean {
   return rows.some((r) => r.kind === 'tool_call' && !callTagValid(keys, rowFromStored(r)));
@@ -336,6 +352,8 @@ export async function verifyAuditChain(db: ControlDb, opts: { since?: Date; arch
     const keyedSchema = (await c.query<{ k: boolean }>("SELECT to_regclass('audit_keyed_trail') IS NOT NULL AS k")).rows[0].k;
     const latch = keyedSchema ? await c.query<{ since: string }>('SELECT since_batch::text AS since FROM audit_keyed_trail') : { rows: [] };
     let keyedSince: bigint | null = latch.rows.length ? BigInt(latch.rows[0].since) : null;
+    // Tags of the queued calls already verified: a tagged event stored again (a copy of a genuine one) is named.
+    const seenCallTags = new Set<string>();
     const pend = await c.query<{ n: number; oldest: Date | null; stale: number }>(
       'SELECT count(*)::int AS n, min(time) AS oldest, count(*) FILTER (WHERE time < clock_timestamp() - make_interval(secs => $1::float8 / 1000))::int AS stale FROM audit_pending_events',
       [PENDING_STALE_MS],
@@ -472,7 +490,11 @@ export async function verifyAuditChain(db: ControlDb, opts: { since?: Date; arch
           // database's append functions, which the runtime role may call) holds only a queued write's.
           // Given the keys, a queued write's tool-call event there carries the key's tag (call-tag.ts, red team rt46b G1).
           else if ((b.format === 3 || (b.format <= 2 && b.loose_calls) || (b.format === 2 && keys.size > 0 && untaggedCall(keys, v2.get(b.id) ?? []))) && keyedSince !== null && BigInt(b.id) > keyedSince) m('unkeyed_batch');
+          // A queued call's tag is bound to the event, not its batch: a second event with the same tag is a copy
+          // stored again through the format-2 append (red team rt46b G1's rest), a place its chain already has.
+          else if (b.format === 2 && callTagsOf(v2.get(b.id) ?? []).some((tag, i, all) => seenCallTags.has(tag) || all.indexOf(tag) !== i)) m('inserted_batch');
           else {
+            if (b.format === 2) for (const tag of callTagsOf(v2.get(b.id) ?? [])) seenCallTags.add(tag);
             report.batchesChecked++;
             report.eventsChecked += b.events;
             if (b.format === 5) {

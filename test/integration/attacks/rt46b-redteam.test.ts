@@ -10,7 +10,7 @@
  *      interlock_audit_append_v2 (format 2) verified on a keyed trail: identity, SQL, time and approval
  *      id the thief's, the approval row inserted by the thief too. Now the gateway tags a queued write's
  *      tool-call event under the audit key (details.audit_tag, src/audit/call-tag.ts) and verify with
- *      the key names one without a valid tag; open: a copy of a tagged event stored again.
+ *      the key names one without a valid tag; a copy of a tagged event stored again is inserted_batch.
  *   G2 medium (availability), fixed (task f2): a keyed genesis forged by the runtime role (any tag, any
  *      key id) keyed an unkeyed trail, and every gateway without a key failed closed (42501). Now only
  *      the owner keys the trail (`interlock audit require-key`, registering the key ids; audit_keyed_trail).
@@ -27,6 +27,7 @@ import { appendAuditRows } from '../../../src/audit/writer';
 import { ValidationError } from '../../../src/control/errors';
 import { BASE_AUDIT_ROW, toolCallEvent } from '../../helpers/audit-events';
 import { tagCallRow } from '../../../src/audit/call-tag';
+import { rowFromStored, type StoredEventV2 } from '../../../src/audit/event-text';
 import { queueApproval } from '../../../src/control/approvals';
 import { registerAuditKeyIds } from '../../../src/audit/keyed-trail';
 
@@ -210,6 +211,21 @@ describe('a stolen runtime credential against a keyed trail', () => {
     const own = newKey();
     const ownTagged = await appendAuditRows(rt, [tagCallRow(own, row('t3', { identity_id: 'idn_dddddddddddddddddddd', decision: 'queued', reason_code: 'approval_required', approval_id: rec.id }))]);
     expect(faults(await verifyAuditChain(t.db, { keys }))).toEqual([[copied, 'unkeyed_batch'], [ownTagged, 'unkeyed_batch']]);
+    // The thief stores the genuine tagged event again, unchanged (a second queued call for the approval): named
+    // as a place the chain already has (shown failing before: verify passed the copy).
+    const e = (
+      await t.db.pool.query<StoredEventV2>(
+        `SELECT e.id::text AS id, e.kind, to_char(e.time AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') AS time, e.request_id, e.identity_id, e.key_id, e.tool, e.canonical_tool,
+                e.dialect, e.protocol_version, e.decision, e.reason_code, e.source_id, e.action, e.fingerprint, e.relations,
+                e.row_count::text AS row_count, e.duration_ms::text AS duration_ms, e.approval_id, e.operator, e.details::text AS details
+           FROM audit_events e WHERE e.kind = 'tool_call' AND e.approval_id = $1 AND e.batch_id = $2`,
+        [rec.id, stored.rows[0].batch_id],
+      )
+    ).rows[0];
+    const copy = rowFromStored(e)!;
+    expect(copy.details).toEqual(stored.rows[0].details);
+    const again = await appendAuditRows(rt, [copy]);
+    expect(faults(await verifyAuditChain(t.db, { keys }))).toEqual([[copied, 'unkeyed_batch'], [ownTagged, 'unkeyed_batch'], [again, 'inserted_batch']]);
   });
 
   // Shown failing on main before task f2 (this test was test.failing there): the owner's trigger latched
