@@ -58,7 +58,6 @@ import express from 'express';
 import type { OriginPolicy } from './transport/http-headers';
 import protocol from '../spec/protocol-v1.json';
 import type { ToolBinding } from './tools/types';
-
 import { auditKeyring, type AuditKeyring } from './audit/key';
 import { ownsKeyedTrail, registerAuditKeyIds } from './audit/keyed-trail';
 

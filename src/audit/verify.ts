@@ -434,6 +434,7 @@ export async function verifyAuditChain(db: ControlDb, opts: { since?: Date; arch
       }
       for (const b of r.rows) {
         const m = (f: ChainFault) => fault({ batchId: b.id, committedAt: safeIso(b.committed_at), fault: f });
+        let tags: string[] = [];
         let linked = true;
         if (b.format === 5) report.keyed.batches++;
         if (b.format === 3 || b.format === 5) {
@@ -492,9 +493,9 @@ export async function verifyAuditChain(db: ControlDb, opts: { since?: Date; arch
           else if ((b.format === 3 || (b.format <= 2 && b.loose_calls) || (b.format === 2 && keys.size > 0 && untaggedCall(keys, v2.get(b.id) ?? []))) && keyedSince !== null && BigInt(b.id) > keyedSince) m('unkeyed_batch');
           // A queued call's tag is bound to the event, not its batch: a second event with the same tag is a copy
           // stored again through the format-2 append (red team rt46b G1's rest), a place its chain already has.
-          else if (b.format === 2 && callTagsOf(v2.get(b.id) ?? []).some((tag, i, all) => seenCallTags.has(tag) || all.indexOf(tag) !== i)) m('inserted_batch');
+          else if ((tags = b.format === 2 ? callTagsOf(v2.get(b.id) ?? []) : []).some((tag, i, all) => seenCallTags.has(tag) || all.indexOf(tag) !== i)) m('inserted_batch');
           else {
-            if (b.format === 2) for (const tag of callTagsOf(v2.get(b.id) ?? [])) seenCallTags.add(tag);
+            for (const tag of tags) seenCallTags.add(tag);
             report.batchesChecked++;
             report.eventsChecked += b.events;
             if (b.format === 5) {

@@ -201,6 +201,18 @@ interface Waiter {
 }
 
 /**
+ * Whether `err` is the keyed trail's refusal of a batch (SQLSTATE 42501 raised by the trigger of
+ * migration audit-keyed-chain_f1, whose message names `audit_keyed_trail`): 'no_key' for an unkeyed
+ * (format-3) batch, 'key_not_registered' for a keyed chain whose key id the owner did not register;
+ * null for any other error.
+ */
+export function keyedTrailRefusal(err: unknown): 'no_key' | 'key_not_registered' | null {
+  const e = err as { code?: unknown; message?: unknown } | null;
+  if (!e || e.code !== '42501' || typeof e.message !== 'string' || !e.message.includes('audit_keyed_trail')) return null;
+  return e.message.includes('is not registered') ? 'key_not_registered' : 'no_key';
+}
+
+/**
  * The durable audit writer (issue 11, Build 1–2; issue 28): `record` resolves only after the
  * event's batch has committed. Writer lanes (default two) drain one queue in arrival order: an idle
  * lane takes every waiting event (up to maxBatch) and stores them as its chain's next batch (chain
@@ -226,18 +238,6 @@ interface Waiter {
  * The pool reconnects by itself: once the database is back the next batch succeeds. `close` seals
  * every lane's chain (a last batch of mark 'seal').
  */
-/**
- * Whether `err` is the keyed trail's refusal of a batch (SQLSTATE 42501 raised by the trigger of
- * migration audit-keyed-chain_f1, whose message names `audit_keyed_trail`): 'no_key' for an unkeyed
- * (format-3) batch, 'key_not_registered' for a keyed chain whose key id the owner did not register;
- * null for any other error.
- */
-export function keyedTrailRefusal(err: unknown): 'no_key' | 'key_not_registered' | null {
-  const e = err as { code?: unknown; message?: unknown } | null;
-  if (!e || e.code !== '42501' || typeof e.message !== 'string' || !e.message.includes('audit_keyed_trail')) return null;
-  return e.message.includes('is not registered') ? 'key_not_registered' : 'no_key';
-}
-
 export class GroupCommitAuditSink implements AuditSink {
   private queue: Waiter[] = [];
   private readonly lanes: ChainLane[];
