@@ -31,14 +31,23 @@ const key = (name: string) => name.toLowerCase();
 const PINNED_BY_KEY = new Map<string, PinnedSetting>(PINNED_SESSION_SETTINGS.map((s) => [key(s.name), s]));
 
 /**
- * The one statement that reads the settings ParameterStatus did not give: `SELECT
- * pg_catalog.current_setting('a'), …`, columns named s0, s1, …, and the session's effective lookup
- * path as JSON (column sp: `current_schemas(false)`, what the catalogue scan records as its
- * `searchPath`) (extended protocol, one round trip).
+ * The one statement that sets the settings pinned on connect (`setOnConnect`: columns c0, c1, … hold
+ * `set_config(name, value, false)`'s result, the value now in force) and reads the settings
+ * ParameterStatus did not give: `pg_catalog.current_setting('a'), …`, columns named s0, s1, …, and
+ * the session's effective lookup path as JSON (column sp: `current_schemas(false)`, what the
+ * catalogue scan records as its `searchPath`) (extended protocol, one round trip). PostgreSQL
+ * evaluates a target list left to right, so the reads see the sets.
  */
-function currentSettingsSql(names: readonly string[]): string {
-  return `SELECT ${[...names.map((n, i) => `pg_catalog.current_setting('${n}') AS s${i}`), 'pg_catalog.array_to_json(pg_catalog.current_schemas(false))::text AS sp'].join(', ')}`;
+function currentSettingsSql(toSet: readonly PinnedSetting[], names: readonly string[]): string {
+  return `SELECT ${[
+    ...toSet.map((s, i) => `pg_catalog.set_config('${s.name}', '${s.value}', false) AS c${i}`),
+    ...names.map((n, i) => `pg_catalog.current_setting('${n}') AS s${i}`),
+    'pg_catalog.array_to_json(pg_catalog.current_schemas(false))::text AS sp',
+  ].join(', ')}`;
 }
+
+/** The pinned settings set by the verification statement rather than the startup packet. */
+const SET_ON_CONNECT = PINNED_SESSION_SETTINGS.filter((s) => s.setOnConnect);
 
 /** A pg.Client that records the server's ParameterStatus values from the start of the session. */
 export class PinnedClient extends pg.Client {
@@ -83,12 +92,17 @@ export async function verifyPinnedSettings(client: PinnedClient): Promise<void> 
   const mismatches: SettingMismatch[] = [];
   const toQuery: PinnedSetting[] = [];
   for (const s of PINNED_SESSION_SETTINGS) {
+    if (s.setOnConnect) continue;
     const got = s.reported ? client.reported.get(key(s.name)) : undefined;
     if (got === undefined) toQuery.push(s);
     else if (!holdsPin(s, got)) mismatches.push({ name: s.name, expected: expectedText(s), actual: got });
   }
-  const r = await client.query({ text: currentSettingsSql(toQuery.map((s) => s.name)), queryMode: 'extended' } as pg.QueryConfig);
+  const r = await client.query({ text: currentSettingsSql(SET_ON_CONNECT, toQuery.map((s) => s.name)), queryMode: 'extended' } as pg.QueryConfig);
   const row = (r.rows[0] ?? {}) as Record<string, unknown>;
+  SET_ON_CONNECT.forEach((s, i) => {
+    const got = row[`c${i}`];
+    if (typeof got !== 'string' || !holdsPin(s, got)) mismatches.push({ name: s.name, expected: expectedText(s), actual: typeof got === 'string' ? got : null });
+  });
   toQuery.forEach((s, i) => {
     const got = row[`s${i}`];
     if (typeof got !== 'string' || !holdsPin(s, got)) mismatches.push({ name: s.name, expected: expectedText(s), actual: typeof got === 'string' ? got : null });

@@ -8,7 +8,8 @@
  * - output settings: what the value mapping (spec/value-mapping-v1.json) assumes about PostgreSQL's
  *   text output; a difference is a wrong value.
  *
- * Each is sent in the startup packet (`options=-c name=value`) and, for those the server reports in
+ * Each is sent in the startup packet (`options=-c name=value`; those marked `setOnConnect` by the
+ * connection's verification statement instead) and, for those the server reports in
  * ParameterStatus (GUC_REPORT), verified after connect: a server that reports another value makes the
  * source `unavailable` with an operator-visible cause.
  *
@@ -29,6 +30,15 @@ export interface PinnedSetting {
    * is pinned, the year/month/day order of input stays the server's, red team rt46a D1).
    */
   readonly accepts?: RegExp;
+  /**
+   * When true, `value` is not sent in the startup packet but set by the connection's verification
+   * statement (pinned-client.ts `verifyPinnedSettings`: `set_config(name, value, false)`), after the
+   * server has applied the database's and role's defaults (`ALTER DATABASE/ROLE … SET`), which a
+   * startup option would override. DateStyle: `set_config('DateStyle', 'ISO')` sets the output style
+   * and keeps the field order those defaults gave, so an agent's '01/02/03' reads as every other
+   * client of that database and role reads it (red team rt46a D1's rest).
+   */
+  readonly setOnConnect?: boolean;
   /** Whether PostgreSQL reports this setting in ParameterStatus (so it can be verified without a query). */
   readonly reported: boolean;
   /** `lexer`: the analyser depends on it; `output`: the value mapping depends on it. */
@@ -45,8 +55,8 @@ export const PINNED_SESSION_SETTINGS: readonly PinnedSetting[] = [
     why: "with standard_conforming_strings on, \\' is never an escape; safe_encoding refuses it in client encodings where a backslash can end a multibyte character" },
   { name: 'client_encoding', value: 'UTF8', expected: 'UTF8', reported: true, family: 'lexer',
     why: 'statements and results travel as UTF-8; another encoding changes how bytes become characters on both sides' },
-  { name: 'DateStyle', value: 'ISO', expected: 'ISO, MDY', accepts: /^ISO, (MDY|DMY|YMD)$/, reported: true, family: 'output',
-    why: "dates and timestamps are returned as PostgreSQL writes them in ISO 8601 form; the field order of ambiguous date input ('01/02/03') stays the server's (postgresql.conf), as other clients read it" },
+  { name: 'DateStyle', value: 'ISO', expected: 'ISO, MDY', accepts: /^ISO, (MDY|DMY|YMD)$/, reported: true, setOnConnect: true, family: 'output',
+    why: "dates and timestamps are returned as PostgreSQL writes them in ISO 8601 form; the field order of ambiguous date input ('01/02/03') stays the one other clients of the database and role get (postgresql.conf, ALTER DATABASE/ROLE … SET)" },
   { name: 'IntervalStyle', value: 'postgres', expected: 'postgres', reported: true, family: 'output',
     why: "intervals are returned in PostgreSQL's default text form" },
   { name: 'TimeZone', value: 'UTC', expected: 'UTC', reported: true, family: 'output',
@@ -67,9 +77,9 @@ export function expectedText(pin: PinnedSetting): string {
   return pin.accepts ? pin.accepts.source : pin.expected;
 }
 
-/** The `-c name=value` startup options for every pinned setting (values with spaces escaped as PostgreSQL's options parser wants). */
+/** The `-c name=value` startup options for every pinned setting but those set on connect (`setOnConnect`), values with spaces escaped as PostgreSQL's options parser wants. */
 export function pinnedStartupOptions(): string {
-  return PINNED_SESSION_SETTINGS.map((s) => `-c ${s.name}=${s.value.replace(/\\/g, '\\\\').replace(/ /g, '\\ ')}`).join(' ');
+  return PINNED_SESSION_SETTINGS.filter((s) => !s.setOnConnect).map((s) => `-c ${s.name}=${s.value.replace(/\\/g, '\\\\').replace(/ /g, '\\ ')}`).join(' ');
 }
 
 /** Error code of a connection whose session settings are not the pinned ones. */

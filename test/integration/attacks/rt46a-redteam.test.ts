@@ -35,7 +35,8 @@
  *     date literal is read: '01/02/03' was 2001-02-03 through InterLock, 2003-01-02 in psql on this
  *     server (ISO, MDY); '01/02/2024' failed. Other rows selected, without notice. Now only the ISO
  *     output style is pinned (session-settings.ts `accepts`); the order is the server's
- *     postgresql.conf one (a database or role default of the order still does not apply: open).
+ *     postgresql.conf one; since stop 47 also a database or role default of the order applies
+ *     (session-settings.ts `setOnConnect`; test/integration/sources/session-settings.test.ts).
  * Held (asserted below): masked values through casts, domains, arrays and subscripts, row
  * constructors and field selection, jsonb_populate_record, COLLATE, window functions, aggregate
  * ORDER BY, UNION implicit casts, set-returning functions in FROM, LATERAL, DISTINCT / GROUP BY /

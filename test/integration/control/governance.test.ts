@@ -81,8 +81,8 @@ describe('sources', () => {
       user: 'sales_reader',
       password: 'r-secret',
       ssl: { rejectUnauthorized: true, ca: PG_SOURCE.settings.tls.ca, servername: 'db.internal' },
-      // The pinned session settings (issue 22 item 2), in the startup packet of every source connection.
-      options: '-c standard_conforming_strings=on -c backslash_quote=safe_encoding -c client_encoding=UTF8 -c DateStyle=ISO -c IntervalStyle=postgres -c TimeZone=UTC -c extra_float_digits=1 -c bytea_output=hex',
+      // The pinned session settings (issue 22 item 2), in the startup packet of every source connection (DateStyle: set on connect).
+      options: '-c standard_conforming_strings=on -c backslash_quote=safe_encoding -c client_encoding=UTF8 -c IntervalStyle=postgres -c TimeZone=UTC -c extra_float_digits=1 -c bytea_output=hex',
     });
     const off = { ...PG_SOURCE.settings, tls: { mode: 'off' } } as never;
     expect(postgresClientConfig(off, 'writer').ssl).toBe(false);

@@ -45,18 +45,19 @@ const PINNED_STATUS = Buffer.concat(PINNED_SESSION_SETTINGS.filter((s) => s.repo
 const SYNC = msg('S', Buffer.alloc(0));
 
 /**
- * The answer to the connector's pinned-settings check (`SELECT pg_catalog.current_setting('x') AS s0, …`
- * over the extended protocol, pinned-client.ts): one row holding each pinned value.
+ * The answer to the connector's pinned-settings check (`SELECT pg_catalog.set_config('x', 'v', false)
+ * AS c0, …, pg_catalog.current_setting('y') AS s0, …` over the extended protocol, pinned-client.ts):
+ * one row holding each pinned value, in the statement's column order.
  */
 function pinnedSettingsAnswer(text: string): Buffer {
-  const names = [...text.matchAll(/current_setting\('([^']+)'\)/g)].map((m) => m[1]);
-  const values = names.map((n) => PINNED_SESSION_SETTINGS.find((s) => s.name === n)?.expected ?? '');
-  const columns = names.map((_, i) => Buffer.concat([cstr(`s${i}`), int32(0), int16(0), int32(25), int16(-1), int32(-1), int16(0)]));
+  const cols = [...text.matchAll(/(?:set_config|current_setting)\('([^']+)'[^)]*\) AS ([cs]\d+)/g)].map((m) => ({ name: m[1], column: m[2] }));
+  const values = cols.map((c) => PINNED_SESSION_SETTINGS.find((s) => s.name === c.name)?.expected ?? '');
+  const columns = cols.map((c) => Buffer.concat([cstr(c.column), int32(0), int16(0), int32(25), int16(-1), int32(-1), int16(0)]));
   const cells = values.map((v) => Buffer.concat([int32(Buffer.byteLength(v)), Buffer.from(v, 'utf8')]));
   return Buffer.concat([
     msg('1', Buffer.alloc(0)),
     msg('2', Buffer.alloc(0)),
-    msg('T', Buffer.concat([int16(names.length), ...columns])),
+    msg('T', Buffer.concat([int16(cols.length), ...columns])),
     msg('D', Buffer.concat([int16(values.length), ...cells])),
     msg('C', cstr('SELECT 1')),
     READY,

@@ -160,9 +160,17 @@ describe.each(PINNED_SESSION_SETTINGS.map((s) => [s.name, s.expected, OPPOSITE[s
     expect(JSON.parse(JSON.stringify(err))).toEqual({ name: 'SourceError', code: 'session_settings_mismatch', message: (err as SourceError).message });
     const logged = lines.find((l) => l.msg === 'source failure');
     expect(logged?.code).toBe('session_settings_mismatch');
-    expect(JSON.stringify(logged?.err)).toContain(`${name} is`);
-    // The proxy really received the pinned options and dropped them.
-    expect(pooler.startups.at(-1)?.options).toContain(`-c ${name}=`);
+    const setOnConnect = PINNED_SESSION_SETTINGS.find((s) => s.name === name)!.setOnConnect === true;
+    if (setOnConnect) {
+      // Set by the connection's first statement (DateStyle, rt46a D1): held even behind such a pooler,
+      // so the log names the other settings the pooler dropped, not this one, which it never carried.
+      expect(JSON.stringify(logged?.err)).not.toContain(`${name} is`);
+      expect(pooler.startups.at(-1)?.options).not.toContain(`-c ${name}=`);
+    } else {
+      expect(JSON.stringify(logged?.err)).toContain(`${name} is`);
+      // The proxy really received the pinned options and dropped them.
+      expect(pooler.startups.at(-1)?.options).toContain(`-c ${name}=`);
+    }
     // A single connection (scan, indexer, console) is refused the same way.
     await expect(connectSourceClient(registered(viaProxy(pooler)), 'writer')).rejects.toMatchObject({ name: 'SessionSettingsMismatch', code: 'EINTERLOCK_SESSION_SETTINGS' });
   });
@@ -227,4 +235,49 @@ test('the health probe refuses a source whose connections do not hold the pinned
   const probe = (c: PostgresSourceConnector) => (c as unknown as { pools: { probe(ms?: number): Promise<boolean> } }).pools.probe(3000);
   await expect(probe(direct)).resolves.toBe(true);
   await expect(probe(behind)).resolves.toBe(false);
+});
+
+describe('DateStyle: the output style is pinned, the field order is the one the database and role give other clients (rt46a D1)', () => {
+  const DATES = "SELECT '01/02/03'::date::text AS d, pg_catalog.current_setting('DateStyle') AS v";
+  afterEach(async () => {
+    await src.admin.query(`ALTER DATABASE ${src.admin.escapeIdentifier(src.db.name)} RESET DateStyle`);
+  });
+  /** What a plain client (no InterLock options) of `role` reads for the same literal. */
+  async function plainRead(role: string): Promise<string> {
+    const plain = new Client({ host: src.host, port: src.port, database: src.db.name, user: role });
+    await plain.connect();
+    try {
+      return (await plain.query("SELECT '01/02/03'::date::text AS d")).rows[0].d as string;
+    } finally {
+      await plain.end();
+    }
+  }
+  test.each([
+    ['ALTER DATABASE … SET', 'database'],
+    ['ALTER ROLE … SET', 'role'],
+  ] as const)('%s DateStyle = SQL, DMY: the reader, the writer and single connections read 01/02/03 as 1 February 2003 and write ISO', async (_label, where) => {
+    if (where === 'database') await src.admin.query(`ALTER DATABASE ${src.admin.escapeIdentifier(src.db.name)} SET DateStyle = 'SQL, DMY'`);
+    else await setOnRoles('DateStyle', 'SQL, DMY');
+    // Every other client of the database and role reads the literal day first.
+    expect(await plainRead(src.readerRole)).toBe('01/02/2003');
+    const want = [{ d: '2003-02-01', v: 'ISO, DMY' }];
+    const c = connector(src.settings());
+    // Seen before: [{ d: '2003-01-02', v: 'ISO, MDY' }] — the startup option overrode the database's and role's order.
+    expect((await c.read(DATES, [], BIG)).rows).toEqual(want);
+    expect(await c.withReader(async (client) => (await client.query(DATES)).rows)).toEqual(want);
+    for (const role of ['reader', 'writer'] as const) {
+      const single = await connectSourceClient(registered(src.settings()), role);
+      try {
+        expect((await single.query(DATES)).rows).toEqual(want);
+      } finally {
+        await single.end();
+      }
+    }
+  });
+  test('without such a default the order is postgresql.conf\'s and the style ISO', async () => {
+    const server = (await src.admin.query('SHOW DateStyle')).rows[0].DateStyle as string;
+    const c = connector(src.settings());
+    const rows = (await c.read(DATES, [], BIG)).rows;
+    expect(rows).toEqual([{ d: (await src.admin.query("SELECT '01/02/03'::date::text AS d")).rows[0].d, v: server.replace(/^\w+,/, 'ISO,') }]);
+  });
 });

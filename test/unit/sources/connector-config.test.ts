@@ -59,8 +59,8 @@ describe('settings', () => {
   });
 
   test('startup options: the pinned session settings first, read-only for the reader only, and the three timeouts', () => {
-    // The space in DateStyle's value is escaped for PostgreSQL's options parser (a backslash before it).
-    const PINNED = '-c standard_conforming_strings=on -c backslash_quote=safe_encoding -c client_encoding=UTF8 -c DateStyle=ISO -c IntervalStyle=postgres -c TimeZone=UTC -c extra_float_digits=1 -c bytea_output=hex';
+    // DateStyle is set by the connection's first statement (setOnConnect), so a database or role default keeps its field order.
+    const PINNED = '-c standard_conforming_strings=on -c backslash_quote=safe_encoding -c client_encoding=UTF8 -c IntervalStyle=postgres -c TimeZone=UTC -c extra_float_digits=1 -c bytea_output=hex';
     const r = resolveSettings({ ...base, statement_timeout_ms: 1234, lock_timeout_ms: 56, idle_in_transaction_timeout_ms: 789 });
     expect(startupOptions(r, true)).toBe(PINNED + ' -c default_transaction_read_only=on -c statement_timeout=1234 -c lock_timeout=56 -c idle_in_transaction_session_timeout=789');
     expect(startupOptions(r, false)).toBe(PINNED + ' -c default_transaction_read_only=off -c statement_timeout=1234 -c lock_timeout=56 -c idle_in_transaction_session_timeout=789');
