@@ -225,7 +225,7 @@ class Session {
    * database and no audit.key, the key in its data dir (generated there with `create`: serve, demo);
    * with the embedded database and audit.key, the data dir's key (if any) verifies as a previous key.
    * Call once databaseUrls() or db() has run (the embedded server's folder is known then). Throws
-   * ValidationError for a key shorter than 32 bytes.
+   * ValidationError for a key shorter than 32 characters (or too regular: auditKey).
    */
   auditKeys(create = false): AuditKeyring {
     const audit = this.config().audit;
