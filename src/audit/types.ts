@@ -56,6 +56,12 @@ export interface AuditHooks {
 /** Where audit events go. `record` must not throw for a single bad event; it may throw when the store is down. */
 export interface AuditSink {
   record(event: ToolCallAuditEvent): Promise<void>;
+  /**
+   * Why the control database's keyed trail refuses this sink's batches (a fault of the gateway's
+   * configuration: no audit key, one not registered, or one retired; GroupCommitAuditSink.keyRefusal),
+   * or null; absent: never.
+   */
+  keyRefusal?(): string | null;
 }
 
 /** An AuditSink that keeps events in memory (tests, and the fixture-only server). */
