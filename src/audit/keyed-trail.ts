@@ -60,6 +60,15 @@ export async function ownsKeyedTrail(pool: pg.Pool | pg.ClientBase): Promise<boo
   return r.rows[0]?.owns === true;
 }
 
+/**
+ * The retired key ids of the trail (audit_keyed_trail.retired_key_ids, sorted); empty when the trail is
+ * not keyed. Throws a pg error (42501 for a role that may not read the table).
+ */
+export async function retiredAuditKeyIds(pool: pg.Pool | pg.ClientBase): Promise<string[]> {
+  const r = await pool.query<{ retired_key_ids: string[] }>('SELECT retired_key_ids FROM audit_keyed_trail');
+  return [...(r.rows[0]?.retired_key_ids ?? [])].sort();
+}
+
 /** What retireAuditKeyId did. */
 export interface KeyRetirement {
   /** The id retired (AUDIT_KEY_ID_LENGTH hex digits). */

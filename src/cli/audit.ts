@@ -11,7 +11,7 @@ import { PENDING_STALE_MS, sealPendingAuditEvents } from '../audit/pending';
 import { ConflictError, ValidationError } from '../control/errors';
 import { table } from './output';
 import type { AuditKeyring } from '../audit/key';
-import { registerAuditKeyIds, retireAuditKeyId, type KeyedTrailRegistration } from '../audit/keyed-trail';
+import { registerAuditKeyIds, retireAuditKeyId, retiredAuditKeyIds, type KeyedTrailRegistration } from '../audit/keyed-trail';
 import { userInfo } from 'node:os';
 
 /** What these commands need of the CLI's session. */
@@ -120,7 +120,11 @@ export function registerAuditChainCommands(aud: Command, session: (cmd: Command)
       const s = session(cmd);
       direct(s, 'require-key');
       const db = await s.db();
-      const r = await requireAuditKey(db, s.auditKeys());
+      const keys = s.auditKeys();
+      const r = await requireAuditKey(db, keys);
+      // Registering never lifts a retirement (task low47): say so when the key configured to sign is retired.
+      const signing = keys.signing?.id;
+      if (signing && (await retiredAuditKeyIds(db.pool)).includes(signing)) s.io.err(`warning: audit key id ${signing} (audit.key) is retired (\`interlock audit retire-key\`): the database refuses every batch under it; configure a registered key that is not retired as audit.key`);
       const ids = `registered key id(s): ${r.keyIds.join(', ')}${r.added.length ? ` (new: ${r.added.join(', ')})` : ' (none new)'}`;
       s.print(r.already ? `the audit trail is keyed (since batch ${r.sinceBatch}, ${r.setBy}); ${ids}` : `the audit trail is keyed from batch ${r.sinceBatch} on: unkeyed batches and keys not registered are refused; ${ids}`, r);
     });

@@ -111,8 +111,14 @@ describe('interlock audit retire-key', () => {
     // Again: nothing changes, no second event.
     const again = await cli(rotated, 'audit', 'retire-key', k1.id);
     expect(again).toEqual({ code: 0, out: `audit key id ${k1.id} was already retired; registered key id(s) in use: ${k2.id}; retired: ${k1.id}\n`, err: '' });
-    // Registering it again (require-key, a gateway owning the trail at start) does not undo it.
+    // Registering it again (require-key, a gateway owning the trail at start) does not undo it; require-key with it as audit.key says so.
     await requireAuditKey(t.db, auditKeyring(rotated));
+    expect(await cli({ key: s1 }, 'audit', 'require-key')).toEqual({
+      code: 0,
+      out: `the audit trail is keyed (since batch ${a1}, require_key); registered key id(s): ${[k1.id, k2.id].sort().join(', ')} (none new)\n`,
+      err: `warning: audit key id ${k1.id} (audit.key) is retired (\`interlock audit retire-key\`): the database refuses every batch under it; configure a registered key that is not retired as audit.key\n`,
+    });
+    expect((await cli(rotated, 'audit', 'require-key')).err).toBe('');
     await registerAuditKeyIds(t.db.pool, [k1.id], 'gateway_start');
     expect((await t.db.pool.query('SELECT key_ids, retired_key_ids FROM audit_keyed_trail')).rows).toEqual([{ key_ids: [k1.id, k2.id].sort(), retired_key_ids: [k1.id] }]);
     expect((await errorOf(new ChainLane(rt, k1).append([row('r6')], 5000)))?.code).toBe('42501');
