@@ -134,11 +134,11 @@ export interface GatewayConfig {
      */
     retention_min_days?: number;
     /**
-     * Secret key the gateway tags its audit batches with (HMAC-SHA-256, chain format 5), at least 32 bytes (INTERLOCK_AUDIT_KEY; prefer the variable or a secret store to a file; never store it in the control database). With it, a holder of only the runtime role's database credential can no longer write batches `interlock audit verify` accepts; verify needs it (or one of previous_keys) to authenticate them. Default: none (format 3, unkeyed), except the embedded database, which generates one into its data dir (audit-key, mode 0600).
+     * Secret key the gateway tags its audit batches with (HMAC-SHA-256, chain format 5), at least 32 characters, whitespace around it not counted (it is not part of the key), so at least 32 bytes (INTERLOCK_AUDIT_KEY; prefer the variable or a secret store to a file; never store it in the control database). With it, a holder of only the runtime role's database credential can no longer write batches `interlock audit verify` accepts; verify needs it (or one of previous_keys) to authenticate them. Default: none (format 3, unkeyed), except the embedded database, which generates one into its data dir (audit-key, mode 0600).
      */
     key?: string;
     /**
-     * Earlier audit keys, which verify batches they tagged but tag nothing new (key rotation; INTERLOCK_AUDIT_PREVIOUS_KEYS, comma-separated). Each at least 32 bytes. Default none.
+     * Earlier audit keys, which verify batches they tagged but tag nothing new (key rotation; INTERLOCK_AUDIT_PREVIOUS_KEYS, comma-separated). Each at least 32 characters, whitespace around it not counted, as key. Default none.
      *
      * @maxItems 16
      */

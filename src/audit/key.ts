@@ -6,7 +6,7 @@
  *
  * Configured as `audit.key` (INTERLOCK_AUDIT_KEY, the signing key) and `audit.previous_keys`
  * (INTERLOCK_AUDIT_PREVIOUS_KEYS, comma-separated: keys that only verify, for rotation); each at least
- * 32 bytes (UTF-8) of at least 8 distinct byte values. A batch records its key's id, a non-secret fingerprint (AUDIT_KEY_ID_LENGTH hex
+ * 32 characters (whitespace around not counted; so at least 32 bytes of UTF-8) of at least 8 distinct byte values. A batch records its key's id, a non-secret fingerprint (AUDIT_KEY_ID_LENGTH hex
  * digits of HMAC-SHA-256(key, "interlock-audit-key-id")), so verify picks the key that tagged it.
  * The embedded/demo path generates a key into its data dir (mode 0600) when none is configured.
  * docs/operators.md ("Audit trail": "The audit key").
@@ -16,8 +16,16 @@ import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { ValidationError } from '../control/errors';
 
-/** Fewest bytes (UTF-8) an audit key has. */
-export const AUDIT_KEY_MIN_BYTES = 32;
+/**
+ * Fewest characters (Unicode code points) an audit key has, whitespace around it not counted, so at
+ * least as many bytes (UTF-8). Characters, not bytes, because that is what the config schema can say
+ * (spec/config-v1.schema.json audit.key's pattern): `interlock` and the schema give every key the same
+ * answer (task low47 item 4).
+ */
+export const AUDIT_KEY_MIN_CHARACTERS = 32;
+
+/** What a key shorter than AUDIT_KEY_MIN_CHARACTERS is told, after the setting's name (here and for the config schema's pattern, src/control/config.ts). */
+export const AUDIT_KEY_TOO_SHORT = `must be at least ${AUDIT_KEY_MIN_CHARACTERS} characters, whitespace around it not counted (a random secret: openssl rand -base64 48)`;
 
 /**
  * Fewest distinct byte values an audit key has (red team rt46b G3): a key that is one character or a
@@ -48,21 +56,22 @@ export function auditKeyId(secret: Buffer): string {
 
 /**
  * An AuditKey of `text` (its UTF-8 bytes, whitespace around it left out). Throws ValidationError when shorter than
- * AUDIT_KEY_MIN_BYTES, or of fewer than AUDIT_KEY_MIN_DISTINCT_BYTES distinct bytes (a character or
+ * AUDIT_KEY_MIN_CHARACTERS characters (whitespace around not counted), or of fewer than AUDIT_KEY_MIN_DISTINCT_BYTES distinct bytes (a character or
  * short pattern repeated); `what` names the setting in the message (never the value).
  */
 export function auditKey(text: string, what = 'audit.key'): AuditKey {
   // Whitespace around a key is not part of it (nu46): a key pasted with its file's trailing newline, or
   // a YAML block scalar, is the same key as the embedded data dir's file (read trimmed) and the variable.
-  const secret = Buffer.from(text.trim(), 'utf8');
-  if (secret.length < AUDIT_KEY_MIN_BYTES) throw new ValidationError(`${what} must be at least ${AUDIT_KEY_MIN_BYTES} bytes (a random secret: openssl rand -base64 48)`);
+  const trimmed = text.trim();
+  if ([...trimmed].length < AUDIT_KEY_MIN_CHARACTERS) throw new ValidationError(`${what} ${AUDIT_KEY_TOO_SHORT}`);
+  const secret = Buffer.from(trimmed, 'utf8');
   if (new Set(secret).size < AUDIT_KEY_MIN_DISTINCT_BYTES) throw new ValidationError(`${what} must be a random secret, not a character or short pattern repeated (openssl rand -base64 48)`);
   return { id: auditKeyId(secret), secret };
 }
 
 /**
  * The keyring of a resolved config's `audit.key` and `audit.previous_keys` (either may be absent).
- * Throws ValidationError for a key shorter than AUDIT_KEY_MIN_BYTES.
+ * Throws ValidationError for a key shorter than AUDIT_KEY_MIN_CHARACTERS or too regular (auditKey).
  */
 export function auditKeyring(audit: { key?: string; previous_keys?: readonly string[] } | undefined): AuditKeyring {
   const signing = audit?.key ? auditKey(audit.key, 'audit.key (INTERLOCK_AUDIT_KEY)') : null;
@@ -81,7 +90,7 @@ export const EMBEDDED_AUDIT_KEY_FILE = 'audit-key';
 /**
  * The audit key of an embedded data dir: read from `<dataDir>/audit-key`; when there is none, generated
  * there (48 random bytes, base64, mode 0600) with `create`, else null. Throws ValidationError when the
- * file holds a key shorter than AUDIT_KEY_MIN_BYTES.
+ * file holds a key auditKey refuses.
  */
 export function embeddedAuditKey(dataDir: string, create: boolean): string | null {
   const file = join(dataDir, EMBEDDED_AUDIT_KEY_FILE);

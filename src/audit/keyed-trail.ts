@@ -6,9 +6,15 @@
  * and verify names a format-3 batch after `since_batch` (`unkeyed_batch`). Only the owner can write
  * the row: no batch anyone inserts keys the trail. Called by `interlock audit require-key`
  * (src/cli/audit.ts) and, at start, by a gateway whose role owns the trail (src/gateway.ts).
+ * A registered id can be retired (retireAuditKeyId, `interlock audit retire-key`; migration
+ * 20261216110000000_audit-key-retire_low47): the trigger then refuses every batch under it.
  * docs/operators.md ("The audit key").
  */
 import type pg from 'pg';
+import { withTransaction, type ControlDb } from '../control/db';
+import { NotFoundError, ValidationError } from '../control/errors';
+import { recordChange, type ChangeActor } from '../control/change-audit';
+import { AUDIT_KEY_ID_LENGTH } from './key';
 
 /** What registerAuditKeyIds did. */
 export interface KeyedTrailRegistration {
@@ -52,4 +58,57 @@ export async function registerAuditKeyIds(pool: pg.Pool | pg.ClientBase, keyIds:
 export async function ownsKeyedTrail(pool: pg.Pool | pg.ClientBase): Promise<boolean> {
   const r = await pool.query<{ owns: boolean | null }>("SELECT pg_has_role(c.relowner, 'USAGE') AS owns FROM pg_class c WHERE c.oid = to_regclass('audit_keyed_trail')");
   return r.rows[0]?.owns === true;
+}
+
+/**
+ * The retired key ids of the trail (audit_keyed_trail.retired_key_ids, sorted); empty when the trail is
+ * not keyed. Throws a pg error (42501 for a role that may not read the table).
+ */
+export async function retiredAuditKeyIds(pool: pg.Pool | pg.ClientBase): Promise<string[]> {
+  const r = await pool.query<{ retired_key_ids: string[] }>('SELECT retired_key_ids FROM audit_keyed_trail');
+  return [...(r.rows[0]?.retired_key_ids ?? [])].sort();
+}
+
+/** What retireAuditKeyId did. */
+export interface KeyRetirement {
+  /** The id retired (AUDIT_KEY_ID_LENGTH hex digits). */
+  keyId: string;
+  /** It was retired before this call (then nothing changed and no event was recorded). */
+  already: boolean;
+  /** Every retired id, sorted. */
+  retired: string[];
+  /** The registered ids not retired, sorted (never empty). */
+  active: string[];
+}
+
+/**
+ * Retires the registered audit key id `keyId` (`interlock audit retire-key`, task low47): from the
+ * commit on, the owner's trigger refuses every batch under it (42501, "is retired"), a running
+ * gateway's open chains included; batches stored under it stay, and verify authenticates them with the
+ * key given. Recorded as config event `audit_key_retired` ({keyId}) in `actor`'s name, in the same
+ * transaction. Owner only (the runtime role gets 42501). Throws ValidationError when `keyId` is not
+ * AUDIT_KEY_ID_LENGTH lowercase hex digits, is `configured` (the signing key's id of the caller's
+ * configuration), is the last registered id not retired, or the trail is not keyed; NotFoundError when
+ * the id is not registered. Retiring a retired id changes nothing (`already`).
+ */
+export async function retireAuditKeyId(db: ControlDb, keyId: string, configured: string | null, actor: ChangeActor): Promise<KeyRetirement> {
+  if (!new RegExp(`^[0-9a-f]{${AUDIT_KEY_ID_LENGTH}}$`).test(keyId)) {
+    throw new ValidationError(`not an audit key id: ${JSON.stringify(keyId)} (${AUDIT_KEY_ID_LENGTH} lowercase hex digits, as \`interlock audit require-key\` and the gateway's start log print them)`);
+  }
+  if (keyId === configured) {
+    throw new ValidationError(`audit key id ${keyId} is the key configured now (audit.key / INTERLOCK_AUDIT_KEY): configure the new key as audit.key and this one in audit.previous_keys, run \`interlock audit require-key\`, move every gateway to the new key, then retire ${keyId}`);
+  }
+  return withTransaction(db, async (c) => {
+    const row = (await c.query<{ key_ids: string[]; retired_key_ids: string[] }>('SELECT key_ids, retired_key_ids FROM audit_keyed_trail FOR UPDATE')).rows[0];
+    if (!row) throw new ValidationError('the audit trail is not keyed: there is no registered audit key id to retire (`interlock audit require-key` registers them)');
+    const done = (retired: string[], already: boolean): KeyRetirement => ({ keyId, already, retired, active: row.key_ids.filter((k) => !retired.includes(k)).sort() });
+    if (!row.key_ids.includes(keyId)) throw new NotFoundError(`audit key id ${keyId} is not registered (registered: ${[...row.key_ids].sort().join(', ')})`);
+    if (row.retired_key_ids.includes(keyId)) return done(row.retired_key_ids, true);
+    if (row.key_ids.every((k) => k === keyId || row.retired_key_ids.includes(k))) {
+      throw new ValidationError(`audit key id ${keyId} is the last registered key id not retired: configure a new key as audit.key, register it with \`interlock audit require-key\`, then retire ${keyId}`);
+    }
+    const retired = (await c.query<{ r: string[] }>('SELECT interlock_audit_retire_key($1) AS r', [keyId])).rows[0].r;
+    await recordChange(c, actor, 'audit_key_retired', { keyId });
+    return done(retired, false);
+  });
 }

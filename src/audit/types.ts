@@ -21,7 +21,7 @@ export const CONFIG_DECISIONS = [
   'applied', 'source_added', 'source_updated', 'source_removed', 'source_disabled', 'source_enabled', 'role_created', 'role_updated', 'role_removed',
   'grant_added', 'grant_revoked', 'identity_created', 'identity_disabled', 'identity_enabled', 'identity_attributes_changed',
   'identity_subject_linked', 'identity_subject_unlinked', 'key_created', 'key_revoked', 'policy_added', 'policy_updated', 'policy_removed',
-  'operator_token_created', 'operator_token_revoked', 'claim_rules_synced', 'claim_mapping_updated',
+  'operator_token_created', 'operator_token_revoked', 'claim_rules_synced', 'claim_mapping_updated', 'audit_key_retired',
 ] as const;
 
 /** One audit event for one tools/call. Times are ISO-8601 UTC; durations in milliseconds. */
@@ -56,6 +56,12 @@ export interface AuditHooks {
 /** Where audit events go. `record` must not throw for a single bad event; it may throw when the store is down. */
 export interface AuditSink {
   record(event: ToolCallAuditEvent): Promise<void>;
+  /**
+   * Why the control database's keyed trail refuses this sink's batches (a fault of the gateway's
+   * configuration: no audit key, one not registered, or one retired; GroupCommitAuditSink.keyRefusal),
+   * or null; absent: never.
+   */
+  keyRefusal?(): string | null;
 }
 
 /** An AuditSink that keeps events in memory (tests, and the fixture-only server). */

@@ -203,13 +203,25 @@ interface Waiter {
 /**
  * Whether `err` is the keyed trail's refusal of a batch (SQLSTATE 42501 raised by the trigger of
  * migration audit-keyed-chain_f1, whose message names `audit_keyed_trail`): 'no_key' for an unkeyed
- * (format-3) batch, 'key_not_registered' for a keyed chain whose key id the owner did not register;
+ * (format-3) batch, 'key_not_registered' for a keyed chain whose key id the owner did not register,
+ * 'key_retired' for a batch under a key id the owner retired (migration audit-key-retire_low47);
  * null for any other error.
  */
-export function keyedTrailRefusal(err: unknown): 'no_key' | 'key_not_registered' | null {
+export function keyedTrailRefusal(err: unknown): KeyedTrailRefusal | null {
   const e = err as { code?: unknown; message?: unknown } | null;
   if (!e || e.code !== '42501' || typeof e.message !== 'string' || !e.message.includes('audit_keyed_trail')) return null;
-  return e.message.includes('is not registered') ? 'key_not_registered' : 'no_key';
+  return e.message.includes('is retired') ? 'key_retired' : e.message.includes('is not registered') ? 'key_not_registered' : 'no_key';
+}
+
+/** Why the keyed trail refuses a writer's batches (keyedTrailRefusal). */
+export type KeyedTrailRefusal = 'no_key' | 'key_not_registered' | 'key_retired';
+
+/** The error line a writer logs once when the keyed trail starts refusing its batches (`keyId`: its key's id, null without a key). */
+function keyedTrailRefusalLog(reason: KeyedTrailRefusal, keyId: string | null): string {
+  const effect = 'every governed call is refused audit_unavailable, and /readyz reports audit_key_refused,';
+  if (reason === 'no_key') return `the audit trail is keyed and refuses this gateway's unkeyed batches: ${effect} until the gateway runs with the audit key (audit.key / INTERLOCK_AUDIT_KEY; docs/operators.md "The audit key")`;
+  if (reason === 'key_retired') return `the audit trail is keyed and this gateway's audit key (id ${keyId}) is retired (\`interlock audit retire-key\`): ${effect} until the gateway runs with a registered key that is not retired as audit.key (INTERLOCK_AUDIT_KEY), the retired one only in audit.previous_keys (docs/operators.md "The audit key")`;
+  return `the audit trail is keyed and this gateway's audit key (id ${keyId}) is not registered: ${effect} until the owner runs \`interlock audit require-key\` with this key configured (docs/operators.md "The audit key")`;
 }
 
 /**
@@ -263,17 +275,18 @@ export class GroupCommitAuditSink implements AuditSink {
   }
 
   /** Set while the keyed trail refuses this writer's batches (keyRefusal). */
-  private refusedByKeyedTrail: 'no_key' | 'key_not_registered' | null = null;
+  private refusedByKeyedTrail: KeyedTrailRefusal | null = null;
 
   /**
    * Why the database's keyed trail (migration audit-keyed-chain_f1, `audit_keyed_trail`) refuses this
    * writer's batches, or null: 'no_key' (the trail is keyed and this writer has no audit key: its
    * format-3 batches are refused) or 'key_not_registered' (its key's id is not among the ids the
-   * owner registered with `interlock audit require-key`). Set by a batch refused so (SQLSTATE 42501
+   * owner registered with `interlock audit require-key`) or 'key_retired' (the owner retired its
+   * key's id: `interlock audit retire-key`). Set by a batch refused so (SQLSTATE 42501
    * from the trail's trigger), cleared by the next batch that commits. The gateway reports it as not
    * ready (/readyz reason `audit_key_refused`): every governed call fails closed until it is fixed.
    */
-  keyRefusal(): 'no_key' | 'key_not_registered' | null {
+  keyRefusal(): KeyedTrailRefusal | null {
     return this.refusedByKeyedTrail;
   }
 
@@ -408,12 +421,7 @@ export class GroupCommitAuditSink implements AuditSink {
       if (keyed) {
         // Not a slow database: the trail is keyed and refuses this writer until it is given a registered key (nu46).
         if (this.refusedByKeyedTrail !== keyed) {
-          this.logger?.error(
-            { component: 'audit', code: '42501', reason: keyed, keyId: this.opts.key?.id ?? null },
-            keyed === 'no_key'
-              ? 'the audit trail is keyed and refuses this gateway\'s unkeyed batches: every governed call is refused audit_unavailable, and /readyz reports audit_key_refused, until the gateway runs with the audit key (audit.key / INTERLOCK_AUDIT_KEY; docs/operators.md "The audit key")'
-              : `the audit trail is keyed and this gateway's audit key (id ${this.opts.key?.id}) is not registered: every governed call is refused audit_unavailable, and /readyz reports audit_key_refused, until the owner runs \`interlock audit require-key\` with this key configured (docs/operators.md "The audit key")`,
-          );
+          this.logger?.error({ component: 'audit', code: '42501', reason: keyed, keyId: this.opts.key?.id ?? null }, keyedTrailRefusalLog(keyed, this.opts.key?.id ?? null));
         }
         this.refusedByKeyedTrail = keyed;
         for (const w of batch) this.settle(w, err);

@@ -11,7 +11,8 @@ import { PENDING_STALE_MS, sealPendingAuditEvents } from '../audit/pending';
 import { ConflictError, ValidationError } from '../control/errors';
 import { table } from './output';
 import type { AuditKeyring } from '../audit/key';
-import { registerAuditKeyIds, type KeyedTrailRegistration } from '../audit/keyed-trail';
+import { registerAuditKeyIds, retireAuditKeyId, retiredAuditKeyIds, type KeyedTrailRegistration } from '../audit/keyed-trail';
+import { userInfo } from 'node:os';
 
 /** What these commands need of the CLI's session. */
 export interface AuditCommandSession {
@@ -49,7 +50,7 @@ export async function requireAuditKey(db: ControlDb, keys: AuditKeyring): Promis
   return registerAuditKeyIds(db.pool, [...keys.byId.keys()], 'require_key');
 }
 
-/** Adds `archive`, `verify`, `require-key` and `seal` to the `audit` command. Exit codes as main's: verify exits 1 when the chain does not match. */
+/** Adds `archive`, `verify`, `require-key`, `retire-key` and `seal` to the `audit` command. Exit codes as main's: verify exits 1 when the chain does not match. */
 export function registerAuditChainCommands(aud: Command, session: (cmd: Command) => AuditCommandSession): void {
   aud
     .command('archive')
@@ -119,9 +120,26 @@ export function registerAuditChainCommands(aud: Command, session: (cmd: Command)
       const s = session(cmd);
       direct(s, 'require-key');
       const db = await s.db();
-      const r = await requireAuditKey(db, s.auditKeys());
+      const keys = s.auditKeys();
+      const r = await requireAuditKey(db, keys);
+      // Registering never lifts a retirement (task low47): say so when the key configured to sign is retired.
+      const signing = keys.signing?.id;
+      if (signing && (await retiredAuditKeyIds(db.pool)).includes(signing)) s.io.err(`warning: audit key id ${signing} (audit.key) is retired (\`interlock audit retire-key\`): the database refuses every batch under it; configure a registered key that is not retired as audit.key`);
       const ids = `registered key id(s): ${r.keyIds.join(', ')}${r.added.length ? ` (new: ${r.added.join(', ')})` : ' (none new)'}`;
       s.print(r.already ? `the audit trail is keyed (since batch ${r.sinceBatch}, ${r.setBy}); ${ids}` : `the audit trail is keyed from batch ${r.sinceBatch} on: unkeyed batches and keys not registered are refused; ${ids}`, r);
+    });
+  aud
+    .command('retire-key')
+    .description('retire a registered audit key id (owner only), e.g. a key known stolen, after the rotation away from it: the database refuses every new batch under it; verify still authenticates its batches with the key given (audit.previous_keys). Not the key configured now, nor the last registered id not retired')
+    .argument('<key-id>', 'the key id (16 hex digits, as require-key and the gateway\'s start log print it)')
+    .action(async (keyId: string, _o: unknown, cmd: Command) => {
+      const s = session(cmd);
+      direct(s, 'retire-key');
+      const db = await s.db();
+      // Direct mode: recorded (config event audit_key_retired) in the OS user's name, as other governance changes.
+      const r = await retireAuditKeyId(db, keyId, s.auditKeys().signing?.id ?? null, { operator: userInfo().username });
+      const still = `registered key id(s) in use: ${r.active.join(', ')}; retired: ${r.retired.join(', ')}`;
+      s.print(r.already ? `audit key id ${keyId} was already retired; ${still}` : `audit key id ${keyId} is retired: the database refuses every new batch under it (a gateway still configured with it goes not ready, audit_key_refused); its batches still verify with the key in audit.previous_keys; ${still}`, r);
     });
   aud
     .command('seal')

@@ -225,7 +225,7 @@ class Session {
    * database and no audit.key, the key in its data dir (generated there with `create`: serve, demo);
    * with the embedded database and audit.key, the data dir's key (if any) verifies as a previous key.
    * Call once databaseUrls() or db() has run (the embedded server's folder is known then). Throws
-   * ValidationError for a key shorter than 32 bytes.
+   * ValidationError for a key shorter than 32 characters (or too regular: auditKey).
    */
   auditKeys(create = false): AuditKeyring {
     const audit = this.config().audit;
@@ -357,6 +357,8 @@ function buildProgram(io: CliIo, state: { session: Session | null }): Command {
     .option('--token <token>', 'remote mode: operator token (ilo_…)')
     .option('--token-env <var>', 'remote mode: environment variable holding the operator token')
     .version(packageVersion(), '-V, --version', 'print the InterLock version')
+    // Every subcommand's --help lists the global options (--json, --config, …) too (task low47 item 3); subcommands inherit it.
+    .configureHelp({ showGlobalOptions: true })
     .addHelpText('after', `\nExit codes: 0 success; 1 anything else (database unreachable, a lock on the control database not granted within INTERLOCK_LOCK_TIMEOUT_MS (default 10000 ms), execution failed); 2 bad usage or invalid input (also a name taken, a wrong approval state, self-approval, a database role not allowed to make the change); 3 not found; ${EXIT_NOT_CONFIRMED} an approval not confirmed (approval approve without a terminal and without --yes, or not answered y: nothing ran).`);
 
   const session = (cmd: Command): Session => {

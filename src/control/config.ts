@@ -15,6 +15,7 @@ import type { GatewayConfig, RateLimit as RateLimitSetting } from '../../generat
 import { formatSchemaErrors, ValidationError } from './errors';
 import { closestName } from '../errors/suggest';
 import configSchema from '../../spec/config-v1.schema.json';
+import { AUDIT_KEY_TOO_SHORT } from '../audit/key';
 
 export type { GatewayConfig } from '../../generated/config-v1';
 
@@ -255,9 +256,17 @@ function configFromEnv(env: Record<string, string | undefined>, problems: string
   return out;
 }
 
+/**
+ * The audit keys' pattern in spec/config-v1.schema.json (audit.key, audit.previous_keys[]): at least
+ * AUDIT_KEY_MIN_CHARACTERS characters once whitespace around is left out, as src/audit/key.ts checks at start.
+ */
+const AUDIT_KEY_PATTERN = (configSchema as { properties: { audit: { properties: { key: { pattern: string } } } } }).properties.audit.properties.key.pattern;
+
 function check(where: string, value: unknown): string[] {
   if (validateGatewayConfig(value)) return [];
-  return formatSchemaErrors(validateGatewayConfig.errors, '', configKeysAt).map((l) => `${where}${l}`);
+  // The audit key's pattern said in words (never the value), as auditKey (src/audit/key.ts) says it.
+  const patternText = `must match pattern "${AUDIT_KEY_PATTERN}"`;
+  return formatSchemaErrors(validateGatewayConfig.errors, '', configKeysAt).map((l) => `${where}${l.endsWith(patternText) ? l.slice(0, -patternText.length) + AUDIT_KEY_TOO_SHORT : l}`);
 }
 
 /**

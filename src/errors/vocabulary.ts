@@ -62,6 +62,18 @@ export function refusalInfo(code: RefusalCode): RefusalInfo {
   return r;
 }
 
+/**
+ * The message of refusal `code` for one of its causes (spec/errors-v1.json `refusals[].causes`, e.g.
+ * audit_unavailable's `audit_key_refused`): the code, status and HTTP status stay the code's. Throws
+ * for a code or cause not in the table (a programming error).
+ */
+export function refusalCauseMessage(code: RefusalCode, cause: string): string {
+  const entry = (errors.refusals as ReadonlyArray<{ code: string; causes?: ReadonlyArray<{ cause: string; message: string }> }>).find((r) => r.code === code);
+  const found = entry?.causes?.find((c) => c.cause === cause);
+  if (!found) throw new Error(`refusal cause not in spec/errors-v1.json: ${code} ${cause}`);
+  return found.message;
+}
+
 /** Looks up a tool-error code; throws for a code that is not in spec/errors-v1.json. */
 export function toolErrorInfo(code: ToolErrorCode): ToolErrorInfo {
   const t = toolErrorByCode.get(code);

@@ -4,6 +4,8 @@
  */
 import type { Logger } from 'pino';
 import type { AuditSink, ToolCallAuditEvent } from '../audit/types';
+import type { ToolOutcome } from '../pipeline/types';
+import { refusalCauseMessage } from '../errors/vocabulary';
 
 /**
  * Records `event` through `sink` and resolves true once it has committed, false when the sink
@@ -45,4 +47,16 @@ export function commitAuditEvent(sink: AuditSink, event: ToolCallAuditEvent, sig
   );
   pending.add(committed);
   return committed;
+}
+
+/**
+ * The refusal of a call whose event did not commit: `audit_unavailable` (status unavailable, no
+ * retry_after_ms). While the keyed trail refuses `sink`'s audit key (AuditSink.keyRefusal: a fault of
+ * the gateway's configuration, not a passing one), its message is the code's `audit_key_refused`
+ * cause's (spec/errors-v1.json), which tells the agent a repeat will not help until an operator
+ * fixes it; otherwise the code's default message (try again later).
+ */
+export function auditUnavailableOutcome(sink: AuditSink): ToolOutcome {
+  if (sink.keyRefusal?.()) return { kind: 'refusal', code: 'audit_unavailable', message: refusalCauseMessage('audit_unavailable', 'audit_key_refused') };
+  return { kind: 'refusal', code: 'audit_unavailable' };
 }

@@ -22,7 +22,7 @@ import type { RateLimiter } from '../pipeline/05-rate-limit';
 import { chargedUpFront, type ClientLimits } from '../transport/client-limits';
 import { KEYLESS_REFUSALS, type KeylessAuditAggregator } from '../transport/keyless-audit';
 import { admitCall, chargeUnspent } from './call-limits';
-import { commitAuditEvent } from './audit-commit';
+import { auditUnavailableOutcome, commitAuditEvent } from './audit-commit';
 import { cutText } from '../errors/cut-text';
 import { isCapacityRefusal, type CapacityLimiter, type CapacityRefusal, type KnownCaller } from '../transport/capacity';
 
@@ -358,7 +358,7 @@ async function refuseOverCapacity(deps: DispatchDeps, req: ToolCallRequest, bind
   let outcome: ToolOutcome = overCapacityOutcome(r);
   const event = overCapacityEvent(req, binding, identity);
   deps.observe?.(event);
-  if (!(await commitAuditEvent(deps.audit, event, req.signal, deps.logger, deps.pendingAudits))) outcome = { kind: 'refusal', code: 'audit_unavailable' };
+  if (!(await commitAuditEvent(deps.audit, event, req.signal, deps.logger, deps.pendingAudits))) outcome = auditUnavailableOutcome(deps.audit);
   return { outcome, tool: binding.name, canonical: binding.canonical, refusedAtCapacityMs: r.retryAfterMs };
 }
 
@@ -515,7 +515,7 @@ async function runAdmitted(deps: DispatchDeps, req: ToolCallRequest, binding: To
   // (A queued write's event was committed with its approval row, in one transaction.)
   const ok = (outcome.kind === 'queued' && ctx.auditHooks.committed) || (await commitAuditEvent(deps.audit, event, req.signal, deps.logger, deps.pendingAudits));
   if (!ok) {
-    outcome = { kind: 'refusal', code: 'audit_unavailable' };
+    outcome = auditUnavailableOutcome(deps.audit);
     deps.observe?.({ ...event, decision: 'refused', reasonCode: 'audit_unavailable' });
   } else deps.observe?.(event);
   return { outcome, tool: binding.name, canonical: binding.canonical };

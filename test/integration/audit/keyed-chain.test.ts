@@ -229,9 +229,11 @@ describe('a governed gateway without a key on a keyed trail (nu46)', () => {
       expect(await ready()).toEqual([200, { status: 'ready' }]);
       // The owner keys the trail with another key's id: this keyless gateway's format-3 batches are refused from now on.
       await registerAuditKeyIds(env.db.pool, [newKey().id], 'require_key');
+      // The agent is not told to try again later (task low47 item 2: shown failing before, it was): the cause is the gateway's configuration.
+      const message = 'The call could not be recorded in the audit trail, so no result is returned: the audit trail refuses this gateway\'s audit key, a configuration fault an operator must fix. Repeating the call will not help until then; tell the operator.';
       for (const i of [1, 2]) {
         const r = await callTool(env, 'interlock_query', { source_id: 'chinook', sql: `SELECT ${i} AS n` }, env.apiKey);
-        expect(r.body.result.structuredContent).toMatchObject({ status: 'unavailable', code: 'audit_unavailable' });
+        expect(r.body.result.structuredContent).toEqual({ status: 'unavailable', code: 'audit_unavailable', message, request_id: expect.any(String) });
       }
       expect(await ready()).toEqual([503, { status: 'not_ready', reason: 'audit_key_refused' }]);
       const refusals = lines.filter((l) => l.component === 'audit' && l.reason === 'no_key');

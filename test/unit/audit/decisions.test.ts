@@ -15,7 +15,8 @@ const files = (dir: string): string[] => readdirSync(dir, { withFileTypes: true 
 test('every configuration change src/ records, and every one the admin API documents, is a known decision', () => {
   const recorded = new Set<string>();
   // Configuration changes are recorded by the control plane, the admin tokens and apply.
-  for (const f of ['control', 'admin', 'declarative'].flatMap((d) => files(join(SRC, d)))) {
+  // …and `interlock audit retire-key` (src/audit/keyed-trail.ts, task low47).
+  for (const f of [...['control', 'admin', 'declarative'].flatMap((d) => files(join(SRC, d))), join(SRC, 'audit', 'keyed-trail.ts')]) {
     const text = readFileSync(f, 'utf8');
     // recordChange(c, actor, 'key_created', …), recordChange(c, actor, enabled ? 'source_enabled' : 'source_disabled', …), recordGrantChange(c, actor, 'grant_added', …)
     for (const m of text.matchAll(/record(?:Grant)?Change\(c, actor, ([^{]*?)[,{]/g)) for (const l of m[1].matchAll(/'([a-z_]+)'/g)) recorded.add(l[1]);

@@ -28,6 +28,15 @@ describe('interlock command tree', () => {
     expect(commands.filter((c) => !c.cmd.description().trim()).map((c) => c.path)).toEqual([]);
   });
 
+  // Shown failing before task low47 item 3: `audit verify --help` listed only its own options, not --json.
+  test('every command\'s help lists the global options, --json among them', () => {
+    const missing = commands.filter((c) => !/\nGlobal Options:\n(?:.*\n)*  --json  +machine-readable JSON output/.test(c.cmd.helpInformation())).map((c) => c.path);
+    expect(missing).toEqual([]);
+    const verify = commands.find((c) => c.path === 'audit verify')!.cmd.helpInformation();
+    expect(verify).toContain('Usage: interlock audit verify [options]');
+    expect(verify.slice(verify.indexOf('Global Options:')).split('\n').filter((l) => /^  -/.test(l)).map((l) => l.trim().split(/\s+/)[0])).toEqual(['--config', '--database-url', '--json', '--server', '--token', '--token-env', '-V,']);
+  });
+
   test('the program help lists every top-level command with its help line', () => {
     const out: string[] = [];
     const program = cliProgram({ out: (t) => out.push(t), err: () => undefined });
