@@ -25,7 +25,7 @@
 
 -- Up Migration
 
-ALTER TABLE audit_keyed_trail ADD COLUMN retired_key_ids text[] NOT NULL DEFAULT '{}'
+ALTER TABLE audit_keyed_trail ADD COLUMN IF NOT EXISTS retired_key_ids text[] NOT NULL DEFAULT '{}'
   CONSTRAINT audit_keyed_trail_retired_check CHECK (array_position(retired_key_ids, NULL) IS NULL
     AND retired_key_ids <@ key_ids AND NOT (key_ids <@ retired_key_ids));
 
