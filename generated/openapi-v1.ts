@@ -5266,7 +5266,7 @@ export interface operations {
                 identity?: string;
                 /** @description Source id. */
                 source?: string;
-                /** @description allowed, refused, queued, invalid, failed, cancelled, an approval action, or a configuration change (kind config: applied, source_added, source_updated, source_removed, source_disabled, source_enabled, role_created, role_updated, role_removed, grant_added, grant_revoked, identity_created, identity_disabled, identity_enabled, identity_attributes_changed, identity_subject_linked, identity_subject_unlinked, key_created, key_revoked, policy_added, policy_updated, policy_removed, operator_token_created, operator_token_revoked, claim_rules_synced, claim_mapping_updated, audit_key_retired; docs/operators.md "Audit"). */
+                /** @description allowed, refused, queued, invalid, failed, cancelled, an approval action, or a configuration change (kind config: applied, source_added, source_updated, source_removed, source_disabled, source_enabled, role_created, role_updated, role_removed, grant_added, grant_revoked, identity_created, identity_disabled, identity_enabled, identity_attributes_changed, identity_subject_linked, identity_subject_unlinked, key_created, key_revoked, policy_added, policy_updated, policy_removed, operator_token_created, operator_token_revoked, claim_rules_synced, claim_mapping_updated, audit_key_registered, audit_key_retired; docs/operators.md "Audit"). */
                 decision?: string;
                 /** @description Event kind (config: every governance change (roles, grants, identities, keys, policies, operator tokens, sources) and apply, issue 16). */
                 kind?: "tool_call" | "approval" | "config";

@@ -32,22 +32,29 @@ export interface KeyedTrailRegistration {
 
 /**
  * Marks the trail keyed (when it is not) and registers `keyIds` (AuditKey ids: the signing key and the
- * previous keys of the configuration) beside those already registered; never removes one. Owner only:
- * the runtime role gets 42501 (no privilege on audit_keyed_trail). Throws a pg error on failure; the
+ * previous keys of the configuration) beside those already registered; never removes one. When it
+ * registers an id not registered before, records config event `audit_key_registered` ({keyIds: the
+ * ids added, setBy, sinceBatch}) in `actor`'s name (absent: the gateway itself) in the same
+ * transaction, so a rotation leaves a trace in `audit search --kind config` (nu47). Owner only: the
+ * runtime role gets 42501 (no privilege on audit_keyed_trail). Throws a pg error on failure; the
  * caller checks `keyIds` is not empty (the table's CHECK refuses an empty list: 23514).
  */
-export async function registerAuditKeyIds(pool: pg.Pool | pg.ClientBase, keyIds: readonly string[], setBy: 'require_key' | 'gateway_start'): Promise<KeyedTrailRegistration> {
+export async function registerAuditKeyIds(pool: pg.Pool, keyIds: readonly string[], setBy: 'require_key' | 'gateway_start', actor?: ChangeActor): Promise<KeyedTrailRegistration> {
   const ids = [...new Set(keyIds)].sort();
-  const before = await pool.query<{ key_ids: string[] }>('SELECT key_ids FROM audit_keyed_trail');
-  const r = await pool.query<{ since: string; set_by: 'require_key' | 'gateway_start'; key_ids: string[] }>(
-    `INSERT INTO audit_keyed_trail (since_batch, set_by, key_ids) SELECT coalesce(max(id), 0), $2, $1::text[] FROM audit_batches
-     ON CONFLICT (only_row) DO UPDATE SET key_ids = ARRAY(SELECT DISTINCT k FROM unnest(audit_keyed_trail.key_ids || EXCLUDED.key_ids) k ORDER BY k)
-     RETURNING since_batch::text AS since, set_by, key_ids`,
-    [ids, setBy],
-  );
-  const had = new Set(before.rows[0]?.key_ids ?? []);
-  const row = r.rows[0];
-  return { already: before.rows.length > 0, sinceBatch: row.since, setBy: row.set_by, keyIds: row.key_ids, added: row.key_ids.filter((k) => !had.has(k)) };
+  return withTransaction({ pool }, async (c) => {
+    const before = await c.query<{ key_ids: string[] }>('SELECT key_ids FROM audit_keyed_trail FOR UPDATE');
+    const r = await c.query<{ since: string; set_by: 'require_key' | 'gateway_start'; key_ids: string[] }>(
+      `INSERT INTO audit_keyed_trail (since_batch, set_by, key_ids) SELECT coalesce(max(id), 0), $2, $1::text[] FROM audit_batches
+       ON CONFLICT (only_row) DO UPDATE SET key_ids = ARRAY(SELECT DISTINCT k FROM unnest(audit_keyed_trail.key_ids || EXCLUDED.key_ids) k ORDER BY k)
+       RETURNING since_batch::text AS since, set_by, key_ids`,
+      [ids, setBy],
+    );
+    const had = new Set(before.rows[0]?.key_ids ?? []);
+    const row = r.rows[0];
+    const added = row.key_ids.filter((k) => !had.has(k));
+    if (added.length > 0) await recordChange(c, actor, 'audit_key_registered', { keyIds: added, setBy, sinceBatch: row.since });
+    return { already: before.rows.length > 0, sinceBatch: row.since, setBy: row.set_by, keyIds: row.key_ids, added };
+  });
 }
 
 /**

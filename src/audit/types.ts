@@ -21,7 +21,7 @@ export const CONFIG_DECISIONS = [
   'applied', 'source_added', 'source_updated', 'source_removed', 'source_disabled', 'source_enabled', 'role_created', 'role_updated', 'role_removed',
   'grant_added', 'grant_revoked', 'identity_created', 'identity_disabled', 'identity_enabled', 'identity_attributes_changed',
   'identity_subject_linked', 'identity_subject_unlinked', 'key_created', 'key_revoked', 'policy_added', 'policy_updated', 'policy_removed',
-  'operator_token_created', 'operator_token_revoked', 'claim_rules_synced', 'claim_mapping_updated', 'audit_key_retired',
+  'operator_token_created', 'operator_token_revoked', 'claim_rules_synced', 'claim_mapping_updated', 'audit_key_registered', 'audit_key_retired',
 ] as const;
 
 /** One audit event for one tools/call. Times are ISO-8601 UTC; durations in milliseconds. */

@@ -12,6 +12,7 @@ import { ConflictError, ValidationError } from '../control/errors';
 import { table } from './output';
 import type { AuditKeyring } from '../audit/key';
 import { registerAuditKeyIds, retireAuditKeyId, retiredAuditKeyIds, type KeyedTrailRegistration } from '../audit/keyed-trail';
+import type { ChangeActor } from '../control/change-audit';
 import { userInfo } from 'node:os';
 
 /** What these commands need of the CLI's session. */
@@ -42,12 +43,12 @@ function direct(s: AuditCommandSession, what: string): void {
  * keys (`keys`: audit.key and audit.previous_keys; registerAuditKeyIds, src/audit/keyed-trail.ts;
  * owner only: 42501 otherwise). From then on the database refuses format-3 batches and keyed
  * batches' chains under an unregistered key, and verify names a format-3 batch after `sinceBatch` as
- * unkeyed_batch. Run again after a rotation to register the new key. Throws ValidationError when no
- * key is configured.
+ * unkeyed_batch. Run again after a rotation to register the new key. A new id is recorded as config
+ * event `audit_key_registered` in `actor`'s name. Throws ValidationError when no key is configured.
  */
-export async function requireAuditKey(db: ControlDb, keys: AuditKeyring): Promise<KeyedTrailRegistration> {
+export async function requireAuditKey(db: ControlDb, keys: AuditKeyring, actor?: ChangeActor): Promise<KeyedTrailRegistration> {
   if (keys.byId.size === 0) throw new ValidationError('interlock audit require-key registers the configured audit keys: set audit.key (INTERLOCK_AUDIT_KEY) first, the keys still in use in audit.previous_keys (INTERLOCK_AUDIT_PREVIOUS_KEYS)');
-  return registerAuditKeyIds(db.pool, [...keys.byId.keys()], 'require_key');
+  return registerAuditKeyIds(db.pool, [...keys.byId.keys()], 'require_key', actor);
 }
 
 /** Adds `archive`, `verify`, `require-key`, `retire-key` and `seal` to the `audit` command. Exit codes as main's: verify exits 1 when the chain does not match. */
@@ -121,7 +122,8 @@ export function registerAuditChainCommands(aud: Command, session: (cmd: Command)
       direct(s, 'require-key');
       const db = await s.db();
       const keys = s.auditKeys();
-      const r = await requireAuditKey(db, keys);
+      // Direct mode: a new id is recorded (config event audit_key_registered) in the OS user's name.
+      const r = await requireAuditKey(db, keys, { operator: userInfo().username });
       // Registering never lifts a retirement (task low47): say so when the key configured to sign is retired.
       const signing = keys.signing?.id;
       if (signing && (await retiredAuditKeyIds(db.pool)).includes(signing)) s.io.err(`warning: audit key id ${signing} (audit.key) is retired (\`interlock audit retire-key\`): the database refuses every batch under it; configure a registered key that is not retired as audit.key`);

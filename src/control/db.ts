@@ -465,8 +465,8 @@ export async function openControlDb(url: string, opts: OpenControlDbOptions = {}
   return db;
 }
 
-/** Runs `fn` in a transaction on one pooled client (BEGIN/COMMIT, ROLLBACK on error). */
-export async function withTransaction<T>(db: ControlDb, fn: (c: pg.PoolClient) => Promise<T>): Promise<T> {
+/** Runs `fn` in a transaction on one pooled client of `db.pool` (BEGIN/COMMIT, ROLLBACK on error). */
+export async function withTransaction<T>(db: Pick<ControlDb, 'pool'>, fn: (c: pg.PoolClient) => Promise<T>): Promise<T> {
   const c = await db.pool.connect();
   try {
     await c.query('BEGIN');

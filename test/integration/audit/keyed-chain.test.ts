@@ -142,15 +142,18 @@ describe('an unkeyed trail becoming keyed', () => {
     const ring = auditKeyring({ key: k.secret.toString() });
     // No key configured: nothing to register.
     await expect(requireAuditKey(t.db, auditKeyring(undefined))).rejects.toThrow(/set audit\.key \(INTERLOCK_AUDIT_KEY\) first/);
-    expect(await requireAuditKey(t.db, ring)).toEqual({ already: false, sinceBatch: o2, setBy: 'require_key', keyIds: [k.id], added: [k.id] });
-    expect(await requireAuditKey(t.db, ring)).toEqual({ already: true, sinceBatch: o2, setBy: 'require_key', keyIds: [k.id], added: [] });
+    expect(await requireAuditKey(t.db, ring, { operator: 'ops-ann' })).toEqual({ already: false, sinceBatch: o2, setBy: 'require_key', keyIds: [k.id], added: [k.id] });
+    expect(await requireAuditKey(t.db, ring, { operator: 'ops-ann' })).toEqual({ already: true, sinceBatch: o2, setBy: 'require_key', keyIds: [k.id], added: [] });
+    // A registration that adds an id is a config event in the operator's name; one that adds none records nothing (nu47: a rotation left no trace).
+    const registered = await t.db.pool.query("SELECT kind, action, operator, details FROM audit_events WHERE decision = 'audit_key_registered'");
+    expect(registered.rows).toEqual([{ kind: 'config', action: 'config', operator: 'ops-ann', details: { keyIds: [k.id], setBy: 'require_key', sinceBatch: o2 } }]);
     expect(await codeOf(old.append([row('u4')], 5000))).toBe('42501');
     expect(await codeOf(new ChainLane(t.db.pool, newKey()).append([row('u4k')], 5000))).toBe('42501');
     const keyed = new ChainLane(t.db.pool, k);
     const k0 = await keyed.append([row('u5')], 5000);
     // The keyed batch leaves the row as it was.
     expect((await t.db.pool.query('SELECT since_batch::text AS s, set_by, key_ids FROM audit_keyed_trail')).rows).toEqual([{ s: o2, set_by: 'require_key', key_ids: [k.id] }]);
-    expect(await verifyAuditChain(t.db, { keys: new Map([[k.id, k]]) })).toMatchObject({ ok: true, batchesChecked: 4, chains: 2, keyed: { batches: 1, authenticated: 1, keyedSince: o2 } });
+    expect(await verifyAuditChain(t.db, { keys: new Map([[k.id, k]]) })).toMatchObject({ ok: true, batchesChecked: 5, chains: 2, keyed: { batches: 1, authenticated: 1, keyedSince: o2 } }); // (one: the config event audit_key_registered)
     expect(BigInt(k0) > BigInt(o2) && BigInt(o0) < BigInt(o2)).toBe(true);
     await expect(migrateDown(t.temp.url, back)).rejects.toThrow(/format-5 \(keyed\) batches/);
   });

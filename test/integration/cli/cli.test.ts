@@ -260,7 +260,7 @@ describe('interlock CLI', () => {
     const typo = await cli('audit', 'search', '--decision', 'refuzed');
     expect(typo.code).toBe(2);
     expect(typo.stdout).toBe('');
-    expect(typo.stderr).toMatch(/^error: --decision: unknown decision "refuzed" \(did you mean refused\?\)\n  tool calls: allowed, refused, queued, invalid, failed, cancelled\n  approvals: queued, approved, rejected, executed, failed, expired, refused, requeued\n  configuration changes: applied, source_added, .*claim_rules_synced, claim_mapping_updated, audit_key_retired\n$/);
+    expect(typo.stderr).toMatch(/^error: --decision: unknown decision "refuzed" \(did you mean refused\?\)\n  tool calls: allowed, refused, queued, invalid, failed, cancelled\n  approvals: queued, approved, rejected, executed, failed, expired, refused, requeued\n  configuration changes: applied, source_added, .*claim_rules_synced, claim_mapping_updated, audit_key_registered, audit_key_retired\n$/);
     expect((await cli('audit', 'tail', '-n', '0')).code).toBe(2);
     const page = JSON.parse((await cli('--json', 'audit', 'search', '--since', '1h', '--kind', 'approval', '--limit', '1')).stdout) as { events: unknown[]; nextCursor: string | null };
     expect(page.events.length).toBeLessThanOrEqual(1);
