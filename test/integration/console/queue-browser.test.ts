@@ -101,6 +101,34 @@ run('console queue view in headless Chromium', () => {
     expect(style).toEqual({ background: 'rgb(228, 231, 235)', cursor: 'not-allowed', border: 'dashed' });
   });
 
+  test('task nu47fix (5): each row shows the short approval id and a compact, escaped preview of its parameters, so two INSERTs of one statement differ', async () => {
+    const sql = 'INSERT INTO playlist (name) VALUES ($1)';
+    const html = '<img src=x onerror="document.title=1"><b>bold</b>';
+    const a = await queue(sql, [html]);
+    const b = await queue(sql, ['admin\u202e txt\u200b']);
+    const c = await queue(sql, ['y'.repeat(80)]);
+    const d = await queue('INSERT INTO playlist (name) VALUES (\'no params\')', []);
+    await page.locator('#filter').selectOption('pending');
+    const row = async (id: string) => {
+      const item = page.locator(`#list button[data-id="${id}"]`);
+      await item.waitFor();
+      return { aid: await item.locator('.aid').textContent(), title: await item.locator('.aid').getAttribute('title'), params: (await item.locator('.params').count()) ? await item.locator('.params').textContent() : null, stmt: await item.locator('.stmt').textContent(), markup: await item.locator('img, b').count() };
+    };
+    expect(await row(a)).toEqual({ aid: `${a.slice(0, 12)}…`, title: a, params: `params ${JSON.stringify([html])}`, stmt: sql, markup: 0 });
+    expect(await row(b)).toEqual({ aid: `${b.slice(0, 12)}…`, title: b, params: 'params ["admin⟨U+202E⟩ txt⟨U+200B⟩"]', stmt: sql, markup: 0 });
+    // Longer than 60 characters: cut with …, as `approval list` cuts its params column.
+    expect(await row(c)).toEqual({ aid: `${c.slice(0, 12)}…`, title: c, params: `params ["${'y'.repeat(57)}…`, stmt: sql, markup: 0 });
+    expect(await row(d)).toMatchObject({ aid: `${d.slice(0, 12)}…`, params: null });
+    expect(await page.title()).not.toBe('1');
+    // The API carries the preview (spec/openapi-v1.yaml ConsoleApprovalSummary: params, paramsTruncated).
+    const listed = await page.evaluate(async () => (await (await fetch('/console/api/approvals?state=pending')).json()) as { approvals: Array<{ id: string; params: string; paramsTruncated: boolean }> });
+    expect(listed.approvals.filter((x) => [a, c, d].includes(x.id)).map((x) => [x.id, x.params, x.paramsTruncated]).sort()).toEqual([
+      [a, JSON.stringify([html]), false],
+      [c, `["${'y'.repeat(57)}…`, true],
+      [d, '', false],
+    ].sort());
+  });
+
   test('the whole queue is paged, filtered and counted', async () => {
     // 60 more pending approvals, older than a minute.
     for (let i = 0; i < 60; i++) {
