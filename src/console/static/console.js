@@ -229,11 +229,19 @@
     } catch (e) { handle(e); }
   }
 
+  // The planner's row estimate as what it is (task nu47fix item 6): an estimate from statistics, not
+  // a count; PostgreSQL clamps every row estimate to at least 1, so 1 can mean no row at all (a row
+  // the requester's row rules hide estimates 1 and then changes 0).
+  function estimateText(n, rowRules) {
+    return 'The planner estimates about ' + n + ' row(s) will be changed' + (rowRules ? " (with the requester's row rules)" : '') +
+      '. This is an estimate, not a count: the rows changed may differ' + (n <= 1 ? ' (PostgreSQL never estimates fewer than 1 row, so 1 can mean none).' : '.');
+  }
+
   /** The confirmation step of a destructive approval: statement, parameters and the planner's row estimate. */
   function askConfirmation(d) {
     $('confirm-sql').textContent = d.statement.visible;
     $('confirm-params').textContent = d.params;
-    $('confirm-estimate').textContent = d.estimate == null ? 'The planner gave no row estimate (see the plan above).' : 'The planner estimates ' + d.estimate + ' row(s) will be changed' + (d.plan && d.plan.rowRules ? " (with the requester's row rules)." : '.');
+    $('confirm-estimate').textContent = d.estimate == null ? 'The planner gave no row estimate (see the plan above).' : estimateText(d.estimate, d.plan && d.plan.rowRules);
     $('confirm').hidden = false;
     $('confirm').focus();
   }
