@@ -100,14 +100,15 @@ export function agentApprovalView(l: ApprovalLookup): ApprovalStatus {
 
 /**
  * Reads approval `id` and, when rejected, the operator's reason from the audit; when pending, its
- * requester problem (the caller's own key and identity only: the handler answers an approval only
- * to the identity that requested it); null when unknown.
+ * requester problem (its key and identity); null when unknown. With `identityId` (the caller), an
+ * approval another identity requested is null too, read no further than the id: nothing about it
+ * (its requester's keys included) is looked up for a caller who may not see it.
  */
-export function approvalLookup(db: ControlDb): (id: string) => Promise<ApprovalLookup | null> {
-  return async (id) => {
+export function approvalLookup(db: ControlDb): (id: string, identityId?: string) => Promise<ApprovalLookup | null> {
+  return async (id, identityId) => {
     if (!/^apr_[0-9a-f]{24}$/.test(id)) return null;
     const approval = await getApproval(db, id);
-    if (!approval) return null;
+    if (!approval || (identityId !== undefined && approval.identityId !== identityId)) return null;
     let rejectionReason: string | null = null;
     if (approval.state === 'rejected') {
       const r = await db.pool.query<{ reason: string | null }>("SELECT details->>'reason' AS reason FROM audit_events WHERE approval_id = $1 AND kind = 'approval' AND decision = 'rejected' ORDER BY id DESC LIMIT 1", [id]);

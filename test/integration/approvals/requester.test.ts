@@ -16,6 +16,7 @@ import { checkedFetch } from '../http/openapi';
 import { runCli } from '../../../src/cli/main';
 import { listApprovals } from '../../../src/control/approvals';
 import { validateApprovalStatus } from '../../../generated/validators';
+import { approvalLookup } from '../../../src/approvals/status';
 
 jest.setTimeout(120_000);
 
@@ -143,6 +144,9 @@ test('task nu47fix (1): a pending write whose key was revoked or expired: the ag
     expect(r.body.result.isError).toBe(true);
     expect(sc(r)).toEqual({ status: 'not_found', code: 'unknown_approval', message: 'No approval with that id was requested by this identity.', request_id: expect.stringMatching(/^req_/) });
   }
+  // Its requester's keys are not even looked up for the stranger: the lookup stops at the id.
+  expect(await approvalLookup(env.db)(revokedId, stranger.id)).toBeNull();
+  expect(await approvalLookup(env.db)(revokedId, agentId)).toMatchObject({ approval: { id: revokedId, state: 'pending' }, requesterProblem: 'key_revoked' });
   // The stranger's own live write is plainly pending.
   const own = await queue(strangerKey, 'nu47-stranger');
   expect(await status(own, strangerKey)).toEqual({ ...pending(own), message: 'Waiting for an operator to approve or reject it. Nothing has run yet; do not queue it again.' });
