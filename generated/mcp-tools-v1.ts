@@ -1622,6 +1622,10 @@ export interface ApprovalStatus {
    * Present on a failed approval an operator requeued: the approval_id of the newest approval made from it (ask its status to learn whether the write ran).
    */
   requeued_as?: string;
+  /**
+   * Present on a pending write that cannot run as queued, as operators are warned of it: the approvalFailures code approving it would end failed with (key_revoked: the API key that queued it was revoked or removed; key_expired: it expired; identity_disabled: the identity is disabled). A revoked or expired key stays so: queue the write again with a valid API key. The message says the same.
+   */
+  cannot_run?: 'key_revoked' | 'key_expired' | 'identity_disabled';
   message: string;
 }
 /**

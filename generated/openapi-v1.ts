@@ -1549,6 +1549,9 @@ export interface components {
             /** @description One line, comments removed; ends in … when shortened. */
             statement: string;
             truncated: boolean;
+            /** @description Compact preview of the parameter values (task nu47fix item 5): JSON, invisible characters shown as ⟨U+XXXX⟩, ends in … when shortened (paramsTruncated); empty when the write has none. Display text, never markup. */
+            params: string;
+            paramsTruncated: boolean;
             /** @description How many comments the statement holds. */
             comments: number;
             errorCode: string | null;

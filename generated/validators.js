@@ -7854,7 +7854,7 @@ return errors === 0;
 validate70.evaluated = {"props":true,"dynamicProps":false,"dynamicItems":false};
 
 exports.validateApprovalStatus = validate71;
-const schema96 = {"$id":"https://interlock.dev/spec/defs/ApprovalStatus.json","title":"ApprovalStatus","description":"structuredContent of interlock_approval_status: what became of a queued write. Never carries database text: a failure is a stable code and a fixed message.","type":"object","properties":{"approval_id":{"type":"string"},"source_id":{"type":"string"},"state":{"type":"string","enum":["pending","approved","executed","failed","rejected","expired"]},"requested_at":{"type":"string","format":"date-time"},"expires_at":{"type":"string","format":"date-time"},"decided_at":{"type":["string","null"],"format":"date-time"},"executed_at":{"type":["string","null"],"format":"date-time"},"outcome":{"oneOf":[{"type":"null"},{"description":"executed: {row_count}; failed: {error_code, message} (error_code from spec/errors-v1.json approvalFailures), and for statement_failed the SQLSTATE and its condition name when its class is one errors-v1.json statementSqlstates names (e.g. 23505, unique_violation); rejected: {reason} when the operator gave one.","type":"object","properties":{"row_count":{"type":"integer","minimum":0},"error_code":{"type":"string","pattern":"^[a-z][a-z0-9_]*$"},"message":{"type":"string"},"sqlstate":{"type":"string","pattern":"^[0-9A-Z]{5}$"},"condition":{"type":"string","pattern":"^[a-z][a-z0-9_]*$"},"reason":{"type":"string"}},"additionalProperties":false}]},"requeued_from":{"type":"string","description":"Present when an operator requeued this write from an earlier failed approval."},"requeued_as":{"type":"string","description":"Present on a failed approval an operator requeued: the approval_id of the newest approval made from it (ask its status to learn whether the write ran)."},"message":{"type":"string"}},"required":["approval_id","source_id","state","requested_at","expires_at","decided_at","executed_at","outcome","message"],"additionalProperties":false};
+const schema96 = {"$id":"https://interlock.dev/spec/defs/ApprovalStatus.json","title":"ApprovalStatus","description":"structuredContent of interlock_approval_status: what became of a queued write. Never carries database text: a failure is a stable code and a fixed message.","type":"object","properties":{"approval_id":{"type":"string"},"source_id":{"type":"string"},"state":{"type":"string","enum":["pending","approved","executed","failed","rejected","expired"]},"requested_at":{"type":"string","format":"date-time"},"expires_at":{"type":"string","format":"date-time"},"decided_at":{"type":["string","null"],"format":"date-time"},"executed_at":{"type":["string","null"],"format":"date-time"},"outcome":{"oneOf":[{"type":"null"},{"description":"executed: {row_count}; failed: {error_code, message} (error_code from spec/errors-v1.json approvalFailures), and for statement_failed the SQLSTATE and its condition name when its class is one errors-v1.json statementSqlstates names (e.g. 23505, unique_violation); rejected: {reason} when the operator gave one.","type":"object","properties":{"row_count":{"type":"integer","minimum":0},"error_code":{"type":"string","pattern":"^[a-z][a-z0-9_]*$"},"message":{"type":"string"},"sqlstate":{"type":"string","pattern":"^[0-9A-Z]{5}$"},"condition":{"type":"string","pattern":"^[a-z][a-z0-9_]*$"},"reason":{"type":"string"}},"additionalProperties":false}]},"requeued_from":{"type":"string","description":"Present when an operator requeued this write from an earlier failed approval."},"requeued_as":{"type":"string","description":"Present on a failed approval an operator requeued: the approval_id of the newest approval made from it (ask its status to learn whether the write ran)."},"cannot_run":{"type":"string","enum":["key_revoked","key_expired","identity_disabled"],"description":"Present on a pending write that cannot run as queued, as operators are warned of it: the approvalFailures code approving it would end failed with (key_revoked: the API key that queued it was revoked or removed; key_expired: it expired; identity_disabled: the identity is disabled). A revoked or expired key stays so: queue the write again with a valid API key. The message says the same."},"message":{"type":"string"}},"required":["approval_id","source_id","state","requested_at","expires_at","decided_at","executed_at","outcome","message"],"additionalProperties":false};
 
 function validate71(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 /*# sourceURL="https://interlock.dev/spec/defs/ApprovalStatus.json" */;
@@ -8344,9 +8344,10 @@ vErrors.push(err37);
 errors++;
 }
 }
-if(data.message !== undefined){
-if(typeof data.message !== "string"){
-const err38 = {instancePath:instancePath+"/message",schemaPath:"#/properties/message/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(data.cannot_run !== undefined){
+let data16 = data.cannot_run;
+if(typeof data16 !== "string"){
+const err38 = {instancePath:instancePath+"/cannot_run",schemaPath:"#/properties/cannot_run/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err38];
 }
@@ -8355,15 +8356,37 @@ vErrors.push(err38);
 }
 errors++;
 }
-}
-}
-else {
-const err39 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(!(((data16 === "key_revoked") || (data16 === "key_expired")) || (data16 === "identity_disabled"))){
+const err39 = {instancePath:instancePath+"/cannot_run",schemaPath:"#/properties/cannot_run/enum",keyword:"enum",params:{allowedValues: schema96.properties.cannot_run.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err39];
 }
 else {
 vErrors.push(err39);
+}
+errors++;
+}
+}
+if(data.message !== undefined){
+if(typeof data.message !== "string"){
+const err40 = {instancePath:instancePath+"/message",schemaPath:"#/properties/message/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err40];
+}
+else {
+vErrors.push(err40);
+}
+errors++;
+}
+}
+}
+else {
+const err41 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err41];
+}
+else {
+vErrors.push(err41);
 }
 errors++;
 }

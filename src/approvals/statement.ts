@@ -10,6 +10,7 @@
  */
 import { scanSync } from 'libpg-query';
 import { initSqlParser, isSqlParserReady } from '../sql/parser';
+import { cutText } from '../errors/cut-text';
 
 /** The mark that ends a shortened statement. */
 export const TRUNCATION_MARK = '…';
@@ -52,6 +53,19 @@ export function showInvisible(text: string): { text: string; count: number } {
     return `⟨U+${c.codePointAt(0)!.toString(16).toUpperCase().padStart(4, '0')}⟩`;
   });
   return { text: out, count };
+}
+
+/**
+ * The parameter values of an approval as `approval list` and the console's list show them: JSON
+ * with invisible characters shown as ⟨U+XXXX⟩ (showInvisible, as the statement: task hnu43 item 2),
+ * shortened with … past `width` characters; '' when there are none. Display only: the console sets
+ * it as text, never as markup.
+ */
+export function paramsForDisplay(params: unknown[] | null | undefined, width?: number): { text: string; truncated: boolean } {
+  if (!params || params.length === 0) return { text: '', truncated: false };
+  const text = showInvisible(JSON.stringify(params)).text;
+  if (width === undefined || text.length <= width) return { text, truncated: false };
+  return { text: `${cutText(text, width - 1)}…`, truncated: true };
 }
 
 /** Loads the scanner (the CLI and console call it once before statementForDisplay). */

@@ -10,6 +10,7 @@ import type { ApprovalStatus } from '../../generated/mcp-tools-v1';
 import type { ControlDb } from '../control/db';
 import { getApproval, type ApprovalRecord } from '../control/approvals';
 import { statementSqlstateInfo } from '../errors/vocabulary';
+import { requesterProblem, type RequesterProblem } from './requester';
 
 const FAILURES = new Map<string, string>((errors as unknown as { approvalFailures: Array<{ code: string; message: string }> }).approvalFailures.map((f) => [f.code, f.message]));
 
@@ -27,15 +28,38 @@ const STATE_MESSAGES: Record<ApprovalRecord['state'], string> = {
   expired: 'Nobody decided in time; it expired and was not run.',
 };
 
+/**
+ * What an agent is told of a pending write that cannot run as queued (task nu47fix item 1), by the
+ * requester problem operators are warned of (src/approvals/requester.ts: `approval list`'s ⚠, the
+ * console, `approval show`): approving it would end failed with that code, so "wait" would be false.
+ */
+const CANNOT_RUN_MESSAGES: Record<RequesterProblem, string> = {
+  key_revoked:
+    'It cannot run as queued: the API key that queued it has been revoked, so approving it would not run it (it would end failed, key_revoked). Nothing has run. To have the write made, queue it again with a valid API key.',
+  key_expired:
+    'It cannot run as queued: the API key that queued it has expired, so approving it would not run it (it would end failed, key_expired). Nothing has run. To have the write made, queue it again with a valid API key.',
+  identity_disabled:
+    'It cannot run as queued: your identity is disabled, so approving it would not run it (it would end failed, identity_disabled). Nothing has run. It can run only if an operator enables your identity before deciding it.',
+};
+
 /** An approval plus what only the audit trail holds (the operator's rejection reason). */
 export interface ApprovalLookup {
   approval: ApprovalRecord;
   rejectionReason: string | null;
+  /**
+   * For a pending approval: the requester problem that stops it from running (its key revoked or
+   * expired, its identity disabled; src/approvals/requester.ts), else null/absent.
+   */
+  requesterProblem?: RequesterProblem | null;
   /** For a failed approval: the newest approval an operator requeued from it (same requester), else null/absent. */
   requeuedAs?: string | null;
 }
 
-/** The agent-safe status of an approval (spec $defs ApprovalStatus). */
+/**
+ * The agent-safe status of an approval (spec $defs ApprovalStatus). A pending approval with a
+ * requester problem keeps state `pending` (it is still undecided) and carries `cannot_run` (the
+ * code) and a message saying it cannot run as queued and what to do.
+ */
 export function agentApprovalView(l: ApprovalLookup): ApprovalStatus {
   const a = l.approval;
   let outcome: ApprovalStatus['outcome'] = null;
@@ -55,6 +79,9 @@ export function agentApprovalView(l: ApprovalLookup): ApprovalStatus {
   } else if (a.state === 'rejected' && l.rejectionReason) {
     outcome = { reason: l.rejectionReason };
   }
+  // A pending write its requester can no longer have run: not "wait", but why and what to do.
+  const cannotRun = a.state === 'pending' && l.requesterProblem ? l.requesterProblem : null;
+  if (cannotRun) message = CANNOT_RUN_MESSAGES[cannotRun];
   return {
     approval_id: a.id,
     source_id: a.sourceId,
@@ -66,16 +93,22 @@ export function agentApprovalView(l: ApprovalLookup): ApprovalStatus {
     outcome,
     ...(a.requeuedFrom ? { requeued_from: a.requeuedFrom } : {}),
     ...(l.requeuedAs ? { requeued_as: l.requeuedAs } : {}),
+    ...(cannotRun ? { cannot_run: cannotRun } : {}),
     message,
   };
 }
 
-/** Reads approval `id` and, when rejected, the operator's reason from the audit; null when unknown. */
-export function approvalLookup(db: ControlDb): (id: string) => Promise<ApprovalLookup | null> {
-  return async (id) => {
+/**
+ * Reads approval `id` and, when rejected, the operator's reason from the audit; when pending, its
+ * requester problem (its key and identity); null when unknown. With `identityId` (the caller), an
+ * approval another identity requested is null too, read no further than the id: nothing about it
+ * (its requester's keys included) is looked up for a caller who may not see it.
+ */
+export function approvalLookup(db: ControlDb): (id: string, identityId?: string) => Promise<ApprovalLookup | null> {
+  return async (id, identityId) => {
     if (!/^apr_[0-9a-f]{24}$/.test(id)) return null;
     const approval = await getApproval(db, id);
-    if (!approval) return null;
+    if (!approval || (identityId !== undefined && approval.identityId !== identityId)) return null;
     let rejectionReason: string | null = null;
     if (approval.state === 'rejected') {
       const r = await db.pool.query<{ reason: string | null }>("SELECT details->>'reason' AS reason FROM audit_events WHERE approval_id = $1 AND kind = 'approval' AND decision = 'rejected' ORDER BY id DESC LIMIT 1", [id]);
@@ -87,6 +120,7 @@ export function approvalLookup(db: ControlDb): (id: string) => Promise<ApprovalL
       const r = await db.pool.query<{ id: string }>('SELECT id FROM approvals WHERE requeued_from = $1 AND identity_id = $2 ORDER BY created_at DESC, id DESC LIMIT 1', [id, approval.identityId]);
       requeuedAs = r.rows[0]?.id ?? null;
     }
-    return { approval, rejectionReason, requeuedAs };
+    const problem = approval.state === 'pending' ? await requesterProblem(db, approval) : null;
+    return { approval, rejectionReason, requeuedAs, requesterProblem: problem };
   };
 }

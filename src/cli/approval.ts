@@ -23,11 +23,10 @@ import YAML from 'yaml';
 import type { ApprovalReview, OperatorBackend } from '../admin/backend';
 import { APPROVAL_STATES, type ApprovalFailureCause, type ApprovalRecord, type ApprovalState } from '../control/approvals';
 import { ControlError } from '../control/errors';
-import { initStatementDisplay, showInvisible, statementForDisplay } from '../approvals/statement';
+import { initStatementDisplay, paramsForDisplay, showInvisible, statementForDisplay } from '../approvals/statement';
 import { parsePositiveInt } from './args';
 import { parseOperatorName } from './context';
 import { shortTime, table } from './output';
-import { cutText } from '../errors/cut-text';
 import type { RequesterProblem } from '../approvals/requester';
 
 /** What the approval commands need from the CLI's session. */
@@ -102,17 +101,8 @@ export const LIST_STATEMENT_WIDTH = 80;
 /** Width of the params column of `approval list` (without --full). */
 export const LIST_PARAMS_WIDTH = 40;
 
-/**
- * The parameter values of an approval as the list shows them: JSON with invisible characters shown
- * as ⟨U+XXXX⟩ (showInvisible, as the statement: task hnu43 item 2), shortened with … past `width`
- * characters; '' when there are none.
- */
-export function paramsForDisplay(params: unknown[] | null | undefined, width?: number): { text: string; truncated: boolean } {
-  if (!params || params.length === 0) return { text: '', truncated: false };
-  const text = showInvisible(JSON.stringify(params)).text;
-  if (width === undefined || text.length <= width) return { text, truncated: false };
-  return { text: `${cutText(text, width - 1)}…`, truncated: true };
-}
+// The parameter values as `approval list` and the console's list show them (moved beside the statement's display form).
+export { paramsForDisplay } from '../approvals/statement';
 
 /** The cause of a failed approval as operator text: "SQLSTATE 42501: permission denied … (detail: …; hint: …)". */
 export function formatFailure(f: ApprovalFailureCause | null | undefined): string {

@@ -42,7 +42,7 @@ import { directBackend } from '../admin/backend';
 import { resolveOperatorToken } from '../admin/tokens';
 import { sendControlError } from '../admin/routes';
 import { GovernanceAccess } from '../admin/governance-db';
-import { initStatementDisplay, showInvisible, statementForDisplay } from '../approvals/statement';
+import { initStatementDisplay, paramsForDisplay, showInvisible, statementForDisplay } from '../approvals/statement';
 import type { SourceConnectorRegistry } from '../sources/registry';
 import { defaultOriginPolicy, type OriginPolicy } from '../transport/http-headers';
 import { hostOriginGuard, isObject, jsonBody, routerErrorHandler, sendError } from '../http/common';
@@ -87,9 +87,18 @@ function queryWhole(req: Request, name: string, min: number, max: number, dflt: 
   return Number(v);
 }
 
-/** An approval as the console lists it; `requester` is the requester problem of a pending one (issue 24, item 4), else null. */
+/** Width, in characters, of the parameter preview in the console's list (task nu47fix item 5). */
+export const CONSOLE_PARAMS_WIDTH = 60;
+
+/**
+ * An approval as the console lists it; `requester` is the requester problem of a pending one (issue
+ * 24, item 4), else null. `params` is the compact preview of its parameter values (paramsForDisplay:
+ * JSON, invisible characters as ⟨U+XXXX⟩, cut with … past CONSOLE_PARAMS_WIDTH; '' when none), so
+ * two writes of one statement tell apart in the list (spec/openapi-v1.yaml ConsoleApprovalSummary).
+ */
 function summary(a: ApprovalRecord, requester: RequesterProblem | null = null) {
   const s = statementForDisplay(a.sql, 160);
+  const p = paramsForDisplay(a.params, CONSOLE_PARAMS_WIDTH);
   return {
     destructive: isDestructive(a.classification),
     invisible: s.invisible,
@@ -101,6 +110,8 @@ function summary(a: ApprovalRecord, requester: RequesterProblem | null = null) {
     expiresAt: a.expiresAt,
     statement: s.text,
     truncated: s.truncated,
+    params: p.text,
+    paramsTruncated: p.truncated,
     comments: s.comments.length,
     errorCode: a.outcome?.error_code ?? null,
     requeuedFrom: a.requeuedFrom,

@@ -40,6 +40,9 @@
     $('token').focus();
   }
 
+  // apr_ and the first 8 hex digits of an approval id (the full id is in the detail and on hover).
+  function shortId(id) { return id.length > 12 ? id.slice(0, 12) + '…' : id; }
+
   function time(iso) { return iso ? iso.replace('T', ' ').replace(/\.\d{3}Z$/, 'Z') : '-'; }
 
   // Identities (issue 26 item 4): token-backed ones show issuer, subject and last use; each enabled one can be disabled.
@@ -86,10 +89,22 @@
       const meta = document.createElement('span');
       meta.className = 'meta';
       meta.textContent = a.state + ' · ' + a.identity + ' on ' + a.source + ' · ' + time(a.createdAt) + (a.errorCode ? ' · ' + a.errorCode : '') + (a.requesterProblem ? ' · ⚠ ' + a.requesterProblem : '');
+      // The id's short form (full id on hover) and the parameter values, so two writes of one
+      // statement tell apart in the list (task nu47fix item 5). Text only, as everything else.
+      const aid = document.createElement('span');
+      aid.className = 'aid';
+      aid.textContent = shortId(a.id);
+      aid.title = a.id;
       const stmt = document.createElement('span');
       stmt.className = 'stmt';
       stmt.textContent = a.statement;
-      b.append(meta, stmt);
+      b.append(aid, meta, stmt);
+      if (a.params) {
+        const p = document.createElement('span');
+        p.className = 'params';
+        p.textContent = 'params ' + a.params;
+        b.append(p);
+      }
       if (a.destructive) {
         const d = document.createElement('span');
         d.className = 'flag danger';
@@ -214,11 +229,19 @@
     } catch (e) { handle(e); }
   }
 
+  // The planner's row estimate as what it is (task nu47fix item 6): an estimate from statistics, not
+  // a count; PostgreSQL clamps every row estimate to at least 1, so 1 can mean no row at all (a row
+  // the requester's row rules hide estimates 1 and then changes 0).
+  function estimateText(n, rowRules) {
+    return 'The planner estimates about ' + n + ' row(s) will be changed' + (rowRules ? " (with the requester's row rules)" : '') +
+      '. This is an estimate, not a count: the rows changed may differ' + (n <= 1 ? ' (PostgreSQL never estimates fewer than 1 row, so 1 can mean none).' : '.');
+  }
+
   /** The confirmation step of a destructive approval: statement, parameters and the planner's row estimate. */
   function askConfirmation(d) {
     $('confirm-sql').textContent = d.statement.visible;
     $('confirm-params').textContent = d.params;
-    $('confirm-estimate').textContent = d.estimate == null ? 'The planner gave no row estimate (see the plan above).' : 'The planner estimates ' + d.estimate + ' row(s) will be changed' + (d.plan && d.plan.rowRules ? " (with the requester's row rules)." : '.');
+    $('confirm-estimate').textContent = d.estimate == null ? 'The planner gave no row estimate (see the plan above).' : estimateText(d.estimate, d.plan && d.plan.rowRules);
     $('confirm').hidden = false;
     $('confirm').focus();
   }

@@ -8,9 +8,12 @@ import type { ToolCallContext, ToolHandler } from '../types';
 import { rateLimitStep, type RateLimiter } from '../../pipeline/05-rate-limit';
 import { agentApprovalView, type ApprovalLookup } from '../../approvals/status';
 
-/** Dependencies: the approval lookup (approvalLookup(db) in production) and the rate limiter. */
+/**
+ * Dependencies: the approval lookup (approvalLookup(db) in production: given the caller's identity
+ * id, it answers null for another identity's approval) and the rate limiter.
+ */
 export interface ApprovalStatusDeps {
-  lookup(id: string): Promise<ApprovalLookup | null>;
+  lookup(id: string, identityId: string): Promise<ApprovalLookup | null>;
   rateLimiter: RateLimiter;
 }
 
@@ -22,7 +25,7 @@ export function approvalStatusHandler(deps: ApprovalStatusDeps): ToolHandler {
     if (limited) return limited;
     const audit = (ctx as ToolCallContext & { auditDetails?: Record<string, unknown> }).auditDetails ?? {};
     const id = String(args.approval_id);
-    const found = await deps.lookup(id);
+    const found = await deps.lookup(id, ctx.identity.id);
     // Someone else's approval answers exactly like one that does not exist.
     if (!found || found.approval.identityId !== ctx.identity.id) return { kind: 'refusal', code: 'unknown_approval' };
     audit.source_id = found.approval.sourceId;

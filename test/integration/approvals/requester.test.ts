@@ -15,6 +15,8 @@ import errors from '../../../spec/errors-v1.json';
 import { checkedFetch } from '../http/openapi';
 import { runCli } from '../../../src/cli/main';
 import { listApprovals } from '../../../src/control/approvals';
+import { validateApprovalStatus } from '../../../generated/validators';
+import { approvalLookup } from '../../../src/approvals/status';
 
 jest.setTimeout(120_000);
 
@@ -104,6 +106,55 @@ test('a live key and identity: no requester problem, and the write runs', async 
   expect((await consoleDetail(id)).requester).toBeNull();
   expect((await admin('POST', `/approvals/${id}/approve`, {})).json).toMatchObject({ state: 'executed', rowCount: 1 });
   expect(await rows('live-key')).toBe(1);
+});
+
+test('task nu47fix (1): a pending write whose key was revoked or expired: the agent is told it cannot run as queued and to queue it again, not to wait; other identities learn nothing', async () => {
+  const revokedKey = await createApiKey(env.db, agentId);
+  const expiringKey = await createApiKey(env.db, agentId, { expiresAt: new Date(Date.now() + 3_600_000) });
+  const revokedId = await queue(revokedKey.secret, 'nu47-revoked');
+  const expiredId = await queue(expiringKey.secret, 'nu47-expired');
+  const status = async (id: string, key = env.apiKey) => sc(await callTool(env, 'interlock_approval_status', { approval_id: id }, key));
+  const pending = (id: string) => ({ approval_id: id, source_id: 'chinook', state: 'pending', requested_at: expect.any(String), expires_at: expect.any(String), decided_at: null, executed_at: null, outcome: null });
+  // While the key is live: waiting, as before.
+  expect(await status(revokedId)).toEqual({ ...pending(revokedId), message: 'Waiting for an operator to approve or reject it. Nothing has run yet; do not queue it again.' });
+
+  await revokeApiKey(env.db, revokedKey.keyId);
+  await env.db.pool.query("UPDATE api_keys SET expires_at = now() - interval '1 second' WHERE id = $1", [expiringKey.keyId]);
+  // The identity's other (live) key asks: still pending (nobody decided), but it cannot run and the agent is told what to do.
+  for (const [id, code, what] of [[revokedId, 'key_revoked', 'been revoked'], [expiredId, 'key_expired', 'expired']]) {
+    const v = await status(id);
+    expect(v).toEqual({
+      ...pending(id),
+      cannot_run: code,
+      message: `It cannot run as queued: the API key that queued it has ${what}, so approving it would not run it (it would end failed, ${code}). Nothing has run. To have the write made, queue it again with a valid API key.`,
+    });
+    expect(validateApprovalStatus(v)).toBe(true);
+  }
+  // The operator side says the same (approval list's ⚠).
+  const listed = await cli('approval', 'list', '--state', 'pending');
+  expect(listed.stdout.split('\n').find((l) => l.startsWith(revokedId))).toContain('⚠ key_revoked');
+  expect(listed.stdout.split('\n').find((l) => l.startsWith(expiredId))).toContain('⚠ key_expired');
+
+  // Another identity asking for these ids learns nothing (not_found, as for an id that does not exist).
+  const stranger = await createIdentity(env.db, 'agent-nu47');
+  for (const g of await listGrants(env.db, { identityId: agentId })) await grantRole(env.db, { identityId: stranger.id, roleName: g.roleName, sourceId: g.sourceId });
+  const strangerKey = (await createApiKey(env.db, stranger.id)).secret;
+  for (const id of [revokedId, expiredId, 'apr_000000000000000000000000']) {
+    const r = await callTool(env, 'interlock_approval_status', { approval_id: id }, strangerKey);
+    expect(r.body.result.isError).toBe(true);
+    expect(sc(r)).toEqual({ status: 'not_found', code: 'unknown_approval', message: 'No approval with that id was requested by this identity.', request_id: expect.stringMatching(/^req_/) });
+  }
+  // Its requester's keys are not even looked up for the stranger: the lookup stops at the id.
+  expect(await approvalLookup(env.db)(revokedId, stranger.id)).toBeNull();
+  expect(await approvalLookup(env.db)(revokedId, agentId)).toMatchObject({ approval: { id: revokedId, state: 'pending' }, requesterProblem: 'key_revoked' });
+  // The stranger's own live write is plainly pending.
+  const own = await queue(strangerKey, 'nu47-stranger');
+  expect(await status(own, strangerKey)).toEqual({ ...pending(own), message: 'Waiting for an operator to approve or reject it. Nothing has run yet; do not queue it again.' });
+  // Decided, the revoked one ends failed key_revoked as the status said it would; cannot_run is for pending writes only.
+  expect((await admin('POST', `/approvals/${revokedId}/approve`, {})).json).toMatchObject({ state: 'failed', errorCode: 'key_revoked' });
+  expect(await status(revokedId)).not.toHaveProperty('cannot_run');
+  expect(await rows('nu47-revoked')).toBe(0);
+  for (const id of [expiredId, own]) await admin('POST', `/approvals/${id}/reject`, { reason: 'test' });
 });
 
 test('requesterProblems judges many approvals in one query, by key and identity, null key checked by identity only', async () => {

@@ -8,7 +8,7 @@
  */
 import { existsSync } from 'node:fs';
 import { chromium, type Browser, type Page } from 'playwright-core';
-import { startGovernedEnv, callTool, sourceQuery, type GovernedEnv } from '../../helpers/governed';
+import { startGovernedEnv, callTool, sourceQuery, playlistOwnerKey, type GovernedEnv } from '../../helpers/governed';
 import { createOperatorToken } from '../../../src/admin/tokens';
 import { createApproval, getApproval } from '../../../src/control/approvals';
 
@@ -55,7 +55,8 @@ run('console queue view in headless Chromium', () => {
     await page.locator('#confirm').waitFor();
     expect(await page.locator('#confirm-sql').textContent()).toBe('DELETE FROM playlist_track WHERE playlist_id = $1');
     expect(await page.locator('#confirm-params').textContent()).toBe('[\n  1\n]');
-    expect(await page.locator('#confirm-estimate').textContent()).toMatch(/^The planner estimates \d+ row\(s\) will be changed\.$/);
+    // Playlist 1 holds thousands of tracks (Chinook, analysed by loadChinook): an estimate above 1, so no note on 1.
+    expect(await page.locator('#confirm-estimate').textContent()).toMatch(/^The planner estimates about \d{2,} row\(s\) will be changed\. This is an estimate, not a count: the rows changed may differ\.$/);
     // Cancel: nothing ran.
     await page.locator('#confirm-cancel').click();
     expect(await page.locator('#confirm').isHidden()).toBe(true);
@@ -99,6 +100,51 @@ run('console queue view in headless Chromium', () => {
       return { background: cs.backgroundColor, cursor: cs.cursor, border: cs.borderStyle };
     });
     expect(style).toEqual({ background: 'rgb(228, 231, 235)', cursor: 'not-allowed', border: 'dashed' });
+  });
+
+  test('task nu47fix (5): each row shows the short approval id and a compact, escaped preview of its parameters, so two INSERTs of one statement differ', async () => {
+    const sql = 'INSERT INTO playlist (name) VALUES ($1)';
+    const html = '<img src=x onerror="document.title=1"><b>bold</b>';
+    const a = await queue(sql, [html]);
+    const b = await queue(sql, ['admin\u202e txt\u200b']);
+    const c = await queue(sql, ['y'.repeat(80)]);
+    const d = await queue('INSERT INTO playlist (name) VALUES (\'no params\')', []);
+    await page.locator('#filter').selectOption('pending');
+    const row = async (id: string) => {
+      const item = page.locator(`#list button[data-id="${id}"]`);
+      await item.waitFor();
+      return { aid: await item.locator('.aid').textContent(), title: await item.locator('.aid').getAttribute('title'), params: (await item.locator('.params').count()) ? await item.locator('.params').textContent() : null, stmt: await item.locator('.stmt').textContent(), markup: await item.locator('img, b').count() };
+    };
+    expect(await row(a)).toEqual({ aid: `${a.slice(0, 12)}…`, title: a, params: `params ${JSON.stringify([html])}`, stmt: sql, markup: 0 });
+    expect(await row(b)).toEqual({ aid: `${b.slice(0, 12)}…`, title: b, params: 'params ["admin⟨U+202E⟩ txt⟨U+200B⟩"]', stmt: sql, markup: 0 });
+    // Longer than 60 characters: cut with …, as `approval list` cuts its params column.
+    expect(await row(c)).toEqual({ aid: `${c.slice(0, 12)}…`, title: c, params: `params ["${'y'.repeat(57)}…`, stmt: sql, markup: 0 });
+    expect(await row(d)).toMatchObject({ aid: `${d.slice(0, 12)}…`, params: null });
+    expect(await page.title()).not.toBe('1');
+    // The API carries the preview (spec/openapi-v1.yaml ConsoleApprovalSummary: params, paramsTruncated).
+    const listed = await page.evaluate(async () => (await (await fetch('/console/api/approvals?state=pending')).json()) as { approvals: Array<{ id: string; params: string; paramsTruncated: boolean }> });
+    expect(listed.approvals.filter((x) => [a, c, d].includes(x.id)).map((x) => [x.id, x.params, x.paramsTruncated]).sort()).toEqual([
+      [a, JSON.stringify([html]), false],
+      [c, `["${'y'.repeat(57)}…`, true],
+      [d, '', false],
+    ].sort());
+  });
+
+  test("task nu47fix (6): an UPDATE of a row the requester's row rules hide: the estimate (1) is said to be an estimate that may mean none, and 0 rows change", async () => {
+    const key = await playlistOwnerKey(env, 'pl-agent', 'playlist-owner', ['Music']);
+    const hidden = (await sourceQuery(env, "SELECT playlist_id FROM playlist WHERE name <> 'Music' ORDER BY playlist_id LIMIT 1"))[0].playlist_id as number;
+    const r = await callTool(env, 'interlock_query', { source_id: 'chinook', sql: 'UPDATE playlist SET name = name WHERE playlist_id = $1', params: [hidden] }, key);
+    const id = r.body.result.structuredContent.approval_id as string;
+    await page.locator('#filter').selectOption('pending');
+    await openItem(id);
+    await page.locator('#approve').click();
+    await page.locator('#confirm').waitFor();
+    expect(await page.locator('#confirm-estimate').textContent()).toBe(
+      "The planner estimates about 1 row(s) will be changed (with the requester's row rules). This is an estimate, not a count: the rows changed may differ (PostgreSQL never estimates fewer than 1 row, so 1 can mean none).",
+    );
+    await page.locator('#confirm-approve').click();
+    await page.getByRole('status').filter({ hasText: 'Approved and executed: 0 row(s) affected.' }).waitFor();
+    expect((await getApproval(env.db, id))!).toMatchObject({ state: 'executed', outcome: { row_count: 0 } });
   });
 
   test('the whole queue is paged, filtered and counted', async () => {
