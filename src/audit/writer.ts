@@ -310,7 +310,7 @@ export class GroupCommitAuditSink implements AuditSink {
    * logged, as after a batch). Any other error keeps it. Waits for the probe at most the commit bound
    * (commitTimeoutMs). Never throws. Called by the gateway's /readyz.
    */
-  async recheckKeyRefusal(): Promise<'no_key' | 'key_not_registered' | null> {
+  async recheckKeyRefusal(): Promise<KeyedTrailRefusal | null> {
     if (!this.refusedByKeyedTrail) return null;
     if (!this.keyProbe && performance.now() - this.lastKeyProbe >= KEY_PROBE_INTERVAL_MS) {
       this.lastKeyProbe = performance.now();
