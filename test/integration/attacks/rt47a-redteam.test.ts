@@ -140,7 +140,8 @@ describe('rt47a: a stolen runtime credential against a keyed trail', () => {
       c.release();
     }
     expect((await fx.t.db.pool.query<{ k: string[] }>('SELECT key_ids AS k FROM audit_keyed_trail')).rows).toEqual([{ k: [k.id] }]);
-    expect((await fx.t.db.pool.query<{ n: number }>('SELECT count(*)::int AS n FROM audit_batches')).rows[0].n).toBe(0);
+    // No gateway batch (format 3 or 5) went in; the registration's config event (audit_key_registered) has its own.
+    expect((await fx.t.db.pool.query<{ n: number }>('SELECT count(*)::int AS n FROM audit_batches WHERE format IN (3, 5)')).rows[0].n).toBe(0);
   });
 
   // Open: needs a retirement mark per key id (the batch from which it tags nothing), kept by the owner in
@@ -182,7 +183,8 @@ describe('rt47a: a stolen runtime credential against a keyed trail', () => {
     const sink = new GroupCommitAuditSink(fx.rt, undefined, { commitTimeoutMs: 5000, key: k2 });
     await expect(sink.record(toolCallEvent('n1'))).rejects.toThrow('audit event not committed within the bound');
     expect(sink.keyRefusal()).toBe('key_not_registered');
-    const count = async () => (await fx.t.db.pool.query<{ n: number }>('SELECT count(*)::int AS n FROM audit_batches')).rows[0].n;
+    // Gateway batches (format 3 or 5): require-key's config event (audit_key_registered) has a batch of its own.
+    const count = async () => (await fx.t.db.pool.query<{ n: number }>('SELECT count(*)::int AS n FROM audit_batches WHERE format IN (3, 5)')).rows[0].n;
     const before = await count();
     expect(await sink.recheckKeyRefusal()).toBe('key_not_registered');
     // The owner registers the new key (the rotation's require-key): no call reaches the drained replica, the probe clears it.
@@ -197,7 +199,7 @@ describe('rt47a: a stolen runtime credential against a keyed trail', () => {
     expect(await count()).toBe(before);
     await sink.record(toolCallEvent('n2'));
     await sink.close();
-    expect(await verifyAuditChain(fx.t.db, { keys: new Map([[k1.id, k1], [k2.id, k2]]) })).toMatchObject({ ok: true, eventsChecked: 1 });
+    expect(await verifyAuditChain(fx.t.db, { keys: new Map([[k1.id, k1], [k2.id, k2]]) })).toMatchObject({ ok: true, eventsChecked: 3 }); // n2 and the two registrations' config events
   });
 
   // Shown failing without the fix: /readyz stayed 503 audit_key_refused (50 polls over ~5 s) until a governed call came.
