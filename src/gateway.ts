@@ -271,7 +271,7 @@ export async function startGovernedGateway(opts: GovernedGatewayOptions): Promis
     const { conformanceFixtureTools } = require('./fixtures/conformance-tools') as typeof import('./fixtures/conformance-tools');
     tools.unshift(...conformanceFixtureTools());
   }
-  let auditKeyRefused: () => boolean = () => false;
+  let auditKeyRefused: () => Promise<boolean> = async () => false;
   const ops = {
     // Not ready while the control database (a read-write primary) does not answer (issue 29).
     ready: async (): Promise<boolean | NotReadyReason> => {
@@ -281,7 +281,7 @@ export async function startGovernedGateway(opts: GovernedGatewayOptions): Promis
       if (st === null) return 'control_database_unavailable';
       if (!st.upToDate) return 'migrations_pending';
       // The keyed trail refuses this gateway's batches (no audit key, or one not registered): every governed call fails closed.
-      return auditKeyRefused() ? 'audit_key_refused' : true;
+      return (await auditKeyRefused()) ? 'audit_key_refused' : true;
     },
     circuitStates: () => registry.states(),
     poolStats: () => registry.poolStats(),
@@ -295,7 +295,8 @@ export async function startGovernedGateway(opts: GovernedGatewayOptions): Promis
   const auditCommitMs = config.audit?.commit_timeout_ms ?? 2000;
   const auditPool = openAuditPool(db.url, auditCommitMs, logger);
   const auditSink = new GroupCommitAuditSink(auditPool, logger, { commitTimeoutMs: auditCommitMs, key: auditKeys.signing });
-  auditKeyRefused = () => auditSink.keyRefusal() !== null;
+  // Asked of the database again while refused (red team rt47a H2): a drained replica gets no call to clear it.
+  auditKeyRefused = async () => (await auditSink.recheckKeyRefusal()) !== null;
   if (!auditKeys.signing) logger.warn({ component: 'audit' }, 'no audit key (audit.key / INTERLOCK_AUDIT_KEY): audit batches are unkeyed (format 3), so a holder of the database credential could forge them (docs/operators.md "The audit key")');
   else {
     // The key's id (not secret), so replicas and verify's output can be compared (nu46).

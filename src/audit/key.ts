@@ -30,7 +30,8 @@ export const AUDIT_KEY_TOO_SHORT = `must be at least ${AUDIT_KEY_MIN_CHARACTERS}
 /**
  * Fewest distinct byte values an audit key has (red team rt46b G3): a key that is one character or a
  * short pattern repeated (`aaaa…`, `abab…`) is refused; a random key (base64 or hex, as
- * docs/operators.md says to make one) always has many more.
+ * docs/operators.md says to make one) always has many more. A key that is any pattern written at least
+ * twice (`abcdefgh` ×4, red team rt47a H3) is refused too.
  */
 export const AUDIT_KEY_MIN_DISTINCT_BYTES = 8;
 
@@ -55,9 +56,26 @@ export function auditKeyId(secret: Buffer): string {
 }
 
 /**
+ * The length of the shortest pattern `b` repeats (KMP failure function): `b.length` when it is no
+ * repetition; at most half of it when `b` is a pattern written twice or more, a cut-off copy at the
+ * end included (red team rt47a H3: `abcdefgh` four times has 8 distinct bytes, and passed).
+ */
+function smallestPeriod(b: Buffer): number {
+  if (b.length === 0) return 0;
+  const fail = new Array<number>(b.length).fill(0);
+  for (let i = 1, k = 0; i < b.length; i++) {
+    while (k > 0 && b[i] !== b[k]) k = fail[k - 1];
+    if (b[i] === b[k]) k++;
+    fail[i] = k;
+  }
+  return b.length - fail[b.length - 1];
+}
+
+/**
  * An AuditKey of `text` (its UTF-8 bytes, whitespace around it left out). Throws ValidationError when shorter than
  * AUDIT_KEY_MIN_CHARACTERS characters (whitespace around not counted), or of fewer than AUDIT_KEY_MIN_DISTINCT_BYTES distinct bytes (a character or
- * short pattern repeated); `what` names the setting in the message (never the value).
+ * short pattern repeated), or a pattern written twice or more (its shortest period at most half its
+ * length); `what` names the setting in the message (never the value).
  */
 export function auditKey(text: string, what = 'audit.key'): AuditKey {
   // Whitespace around a key is not part of it (nu46): a key pasted with its file's trailing newline, or
@@ -65,7 +83,7 @@ export function auditKey(text: string, what = 'audit.key'): AuditKey {
   const trimmed = text.trim();
   if ([...trimmed].length < AUDIT_KEY_MIN_CHARACTERS) throw new ValidationError(`${what} ${AUDIT_KEY_TOO_SHORT}`);
   const secret = Buffer.from(trimmed, 'utf8');
-  if (new Set(secret).size < AUDIT_KEY_MIN_DISTINCT_BYTES) throw new ValidationError(`${what} must be a random secret, not a character or short pattern repeated (openssl rand -base64 48)`);
+  if (new Set(secret).size < AUDIT_KEY_MIN_DISTINCT_BYTES || smallestPeriod(secret) * 2 <= secret.length) throw new ValidationError(`${what} must be a random secret, not a character or short pattern repeated (openssl rand -base64 48)`);
   return { id: auditKeyId(secret), secret };
 }
 

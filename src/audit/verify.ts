@@ -43,7 +43,8 @@ import { PENDING_STALE_MS } from './pending';
  * (`events_without_batch`); a format-3 batch (a writer lane's, tool calls only) holds a kind-config
  * event (`misplaced_config`: a governance change forged by a holder of the runtime role's
  * credential, whose direct INSERTs may store format-3 batches only; red team rtgov finding 4); a
- * format-3 batch after the trail became keyed, or a format-1/2 batch then holding a tool-call event
+ * format-3 batch after the trail became keyed, or a format-1 batch then holding any tool-call event (red
+ * team rt47a H1), or a format-2 batch then holding a tool-call event
  * other than a queued write's whose approval exists for the same identity, or (keys given) a tool-call
  * event without a valid audit-key tag (call-tag.ts, red team rt46b G1) (`unkeyed_batch`: written without the audit key, so by anyone holding
  * the runtime role's credential, through its INSERTs or the append functions; red team rt45b F1); a format-5 batch whose key id
@@ -193,6 +194,12 @@ interface BatchCheck {
    * (red team rt46b G1; a thief who also inserts an approval row is not caught, docs/operators.md).
    */
   loose_calls: boolean;
+  /**
+   * The batch holds a tool-call event. On a keyed trail a format-1 batch must not (red team rt47a H1):
+   * no gateway since format 2 appends through interlock_audit_append, which the runtime role may still
+   * run, and its events carry no audit-key tag verify could check.
+   */
+  has_calls: boolean;
   /** Format 3 and 5: the chain, the place in it, 'seal' or null, the genesis's anchors text. */
   chain_id: string | null;
   seq: string | null;
@@ -405,7 +412,8 @@ export async function verifyAuditChain(db: ControlDb, opts: { since?: Date; arch
                   OR coalesce(bool_or(NOT isfinite(e.time) OR e.time < ${YEAR_ONE} OR NOT isfinite(e.recorded_at) OR e.recorded_at < ${YEAR_ONE}
                     OR (cardinality(e.relations) > 0 AND (array_lower(e.relations, 1) <> 1 OR array_ndims(e.relations) <> 1))), false) AS unwritable,
                 coalesce(bool_or(e.kind = 'tool_call' AND (e.decision IS DISTINCT FROM 'queued' OR e.approval_id IS NULL
-                  OR NOT EXISTS (SELECT 1 FROM approvals p WHERE p.id = e.approval_id AND p.identity_id = e.identity_id))), false) AS loose_calls
+                  OR NOT EXISTS (SELECT 1 FROM approvals p WHERE p.id = e.approval_id AND p.identity_id = e.identity_id))), false) AS loose_calls,
+                coalesce(bool_or(e.kind = 'tool_call'), false) AS has_calls
          FROM audit_batches b LEFT JOIN ${evSource} e ON e.batch_id = b.id
          WHERE b.id BETWEEN $1 AND $2
          GROUP BY b.id ORDER BY b.id`,
@@ -490,7 +498,9 @@ export async function verifyAuditChain(db: ControlDb, opts: { since?: Date; arch
           // After the trail became keyed, tool calls come from the keyed lanes; a format-1/2 batch (the
           // database's append functions, which the runtime role may call) holds only a queued write's.
           // Given the keys, a queued write's tool-call event there carries the key's tag (call-tag.ts, red team rt46b G1).
-          else if ((b.format === 3 || (b.format <= 2 && b.loose_calls) || (b.format === 2 && keys.size > 0 && untaggedCall(keys, v2.get(b.id) ?? []))) && keyedSince !== null && BigInt(b.id) > keyedSince) m('unkeyed_batch');
+          // A format-1 batch (interlock_audit_append, kept for gateways not yet upgraded) holds no tool call once keyed: its
+          // events are not read here, so their tags are not checked (red team rt47a H1).
+          else if ((b.format === 3 || (b.format === 1 && b.has_calls) || (b.format === 2 && b.loose_calls) || (b.format === 2 && keys.size > 0 && untaggedCall(keys, v2.get(b.id) ?? []))) && keyedSince !== null && BigInt(b.id) > keyedSince) m('unkeyed_batch');
           // A queued call's tag is bound to the event, not its batch: a second event with the same tag is a copy
           // stored again through the format-2 append (red team rt46b G1's rest), a place its chain already has.
           else if ((tags = b.format === 2 ? callTagsOf(v2.get(b.id) ?? []) : []).some((tag, i, all) => seenCallTags.has(tag) || all.indexOf(tag) !== i)) m('inserted_batch');

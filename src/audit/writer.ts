@@ -6,6 +6,7 @@
  * and every row is normalised before it is stored (event-text.ts), which also drops detail
  * fields whose names say they hold secrets.
  */
+import { randomUUID } from 'node:crypto';
 import pg from 'pg';
 import type { Logger } from 'pino';
 import type { ControlDb } from '../control/db';
@@ -145,6 +146,9 @@ function minimalRow(row: AuditRowInput): AuditRowInput {
 
 /** A row the database refuses (data exception 22, constraint 23, program limit 54 such as an index entry too large): retried alone, then without details. */
 const isMalformed = (err: unknown) => /^(2[23]|54)/.test((err as { code?: string }).code ?? '');
+
+/** Least time (ms) between two probes of GroupCommitAuditSink.recheckKeyRefusal (a rolled-back insert each). */
+export const KEY_PROBE_INTERVAL_MS = 1000;
 
 /** Thrown by GroupCommitAuditSink.record when the event could not be committed within the bound. */
 export class AuditUnavailableError extends Error {
@@ -288,6 +292,62 @@ export class GroupCommitAuditSink implements AuditSink {
    */
   keyRefusal(): KeyedTrailRefusal | null {
     return this.refusedByKeyedTrail;
+  }
+
+  /** performance.now() of the last recheckKeyRefusal probe that ran (-Infinity: none yet). */
+  private lastKeyProbe = -Infinity;
+  /** The probe running, shared by concurrent callers. */
+  private keyProbe: Promise<void> | null = null;
+
+  /**
+   * keyRefusal(), asked of the database again while it is set (red team rt47a H2): a refused gateway
+   * is not ready, so a load balancer sends it no calls, and without a call no batch would ever clear the
+   * refusal after the owner fixed it (`interlock audit require-key` registering its key, as the rotation
+   * steps say): the replica stayed unready until restarted. At most once per KEY_PROBE_INTERVAL_MS, it
+   * inserts the genesis this writer would (format 5 under its key, format 3 without one; no events) in
+   * a transaction it rolls back, so nothing is stored (a batch id is used up, as by any failed append):
+   * the trail's trigger refuses it (42501) while the refusal holds. Accepted, the refusal is cleared (and
+   * logged, as after a batch). Any other error keeps it. Waits for the probe at most the commit bound
+   * (commitTimeoutMs). Never throws. Called by the gateway's /readyz.
+   */
+  async recheckKeyRefusal(): Promise<KeyedTrailRefusal | null> {
+    if (!this.refusedByKeyedTrail) return null;
+    if (!this.keyProbe && performance.now() - this.lastKeyProbe >= KEY_PROBE_INTERVAL_MS) {
+      this.lastKeyProbe = performance.now();
+      this.keyProbe = this.probeKeyedTrail().finally(() => (this.keyProbe = null));
+    }
+    if (this.keyProbe) {
+      // A busy pool or a slow database does not hold /readyz: past the bound it answers with the refusal as it stands.
+      let timer: NodeJS.Timeout | undefined;
+      await Promise.race([this.keyProbe, new Promise<void>((r) => (timer = setTimeout(r, this.timeoutMs)))]).finally(() => clearTimeout(timer));
+    }
+    return this.refusedByKeyedTrail;
+  }
+
+  private async probeKeyedTrail(): Promise<void> {
+    const key = this.opts.key ?? null;
+    let c: pg.PoolClient | null = null;
+    try {
+      c = await this.pool.connect();
+      await c.query('BEGIN');
+      try {
+        await c.query(
+          `INSERT INTO audit_batches (committed_at, event_count, prev_hash, hash, format, chain_id, seq, mark, anchors${key ? ', mac_key_id' : ''})
+           VALUES (now(), 0, NULL, $1::bytea, ${key ? 5 : 3}, $2::uuid, 0, NULL, '[]'${key ? ', $3::text' : ''})`,
+          key ? [Buffer.alloc(32), randomUUID(), key.id] : [Buffer.alloc(32), randomUUID()],
+        );
+      } finally {
+        await c.query('ROLLBACK');
+      }
+      if (this.refusedByKeyedTrail) {
+        this.refusedByKeyedTrail = null;
+        this.logger?.info({ component: 'audit' }, 'the keyed audit trail accepts this gateway\'s batches again');
+      }
+    } catch {
+      // Refused again (42501), or the database did not answer: the refusal stays; the next probe asks again.
+    } finally {
+      c?.release();
+    }
   }
 
   /** Events waiting for a lane plus taken events not yet settled (batches being committed): a queue depth for admission control and metrics. */

@@ -186,6 +186,23 @@ function suggestion(name: string): string {
   return best ? ` (did you mean ${best}?)` : '';
 }
 
+/**
+ * What a JSON or YAML parse error says, without any text of the file (red team rt47a H4): the file may
+ * hold secrets (audit.key, key_pepper, database URLs), and V8's JSON message quotes the text around the
+ * error (`Unexpected token 'S', ..."key":S3CRET"... is not valid JSON`), YAML's an unresolved alias's
+ * name. Keeps the message's first line when it quotes nothing (`… at line 2, column 8:`, `… at position
+ * 58`); else the YAML error's code and position, or the message's words before anything it quotes.
+ */
+export function parseErrorDetail(err: unknown): string {
+  const first = String((err as Error | null)?.message ?? err).split('\n')[0];
+  if (!/["'`]/.test(first) && (/at line [0-9]+, column [0-9]+:?$/.test(first) || /at position [0-9]+/.test(first) || /^Unexpected end of JSON input$/.test(first))) return first;
+  const y = err as { code?: unknown; linePos?: Array<{ line: number; col: number }> } | null;
+  if (typeof y?.code === 'string' && /^[A-Z_]+$/.test(y.code)) return `${y.code}${y.linePos?.[0] ? ` at line ${y.linePos[0].line}, column ${y.linePos[0].col}` : ''} (the rest of the parser's message is left out: it quotes the file)`;
+  // The words before anything quoted or named (`Unexpected token`, `Unresolved alias (…)`).
+  const words = (/^[A-Za-z][A-Za-z ()-]*/.exec(first)?.[0] ?? '').trim();
+  return `${words || 'syntax error'} (the rest of the parser's message is left out: it quotes the file)`;
+}
+
 /** Reads and parses a config file; throws ValidationError with a clear message. */
 function readConfigFile(file: string): Obj {
   if (!existsSync(file)) throw new ValidationError(`config file not found: ${file}`);
@@ -194,11 +211,12 @@ function readConfigFile(file: string): Obj {
   let parsed: unknown;
   try {
     if (ext === '.json') parsed = JSON.parse(text);
-    else if (ext === '.yaml' || ext === '.yml') parsed = YAML.parse(text, { uniqueKeys: true, prettyErrors: true });
+    // logLevel 'error': a YAML warning (an unresolved tag) would print the line it is on to stderr, secret or not.
+    else if (ext === '.yaml' || ext === '.yml') parsed = YAML.parse(text, { uniqueKeys: true, prettyErrors: true, logLevel: 'error' });
     else throw new ValidationError(`config file ${file}: unsupported extension "${ext}" (use .json, .yaml or .yml)`);
   } catch (err) {
     if (err instanceof ValidationError) throw err;
-    throw new ValidationError(`config file ${file} is not valid ${ext === '.json' ? 'JSON' : 'YAML'}`, [String((err as Error).message).split('\n')[0]]);
+    throw new ValidationError(`config file ${file} is not valid ${ext === '.json' ? 'JSON' : 'YAML'}`, [parseErrorDetail(err)]);
   }
   if (parsed === null || parsed === undefined) return {};
   if (!isObj(parsed)) throw new ValidationError(`config file ${file} must hold an object (a mapping of settings)`);

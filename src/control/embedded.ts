@@ -193,10 +193,21 @@ async function withStartLock<T>(dataDir: string, timeoutMs: number, fn: () => Pr
   }
 }
 
+/**
+ * The environment the embedded PostgreSQL's programs (initdb, pg_ctl, postgres) get: the gateway's
+ * without any INTERLOCK_* variable (red team rt47a H6). They need none, and the server's environment
+ * is readable by whoever runs SQL as its superuser (pg_read_binary_file('/proc/self/environ')) or
+ * as its system user: INTERLOCK_AUDIT_KEY there would let a database superuser re-tag the keyed
+ * chains, which the key is meant to prevent.
+ */
+export function embeddedChildEnv(env: NodeJS.ProcessEnv): NodeJS.ProcessEnv {
+  return Object.fromEntries(Object.entries(env).filter(([name]) => !name.startsWith('INTERLOCK_')));
+}
+
 function run(cmd: string, args: string[], ids: { uid: number; gid: number } | null, cwd: string, logger?: Logger): Promise<void> {
   return new Promise((res, rej) => {
     const out: string[] = [];
-    const child = spawn(cmd, args, { cwd, env: { ...process.env, LC_MESSAGES: 'C', LC_ALL: 'C' }, stdio: ['ignore', 'pipe', 'pipe'], ...(ids ?? {}) });
+    const child = spawn(cmd, args, { cwd, env: { ...embeddedChildEnv(process.env), LC_MESSAGES: 'C', LC_ALL: 'C' }, stdio: ['ignore', 'pipe', 'pipe'], ...(ids ?? {}) });
     const log = (chunk: Buffer) => {
       const text = chunk.toString('utf8');
       out.push(text);
@@ -272,7 +283,7 @@ export async function startEmbeddedPostgres(opts: StartEmbeddedOptions): Promise
     const tail: string[] = [];
     const child = spawn(bin.postgres, ['-D', clusterDir, '-p', String(port), '-c', 'listen_addresses=127.0.0.1', '-c', 'unix_socket_directories='], {
       cwd: dataDir,
-      env: { ...process.env, LC_MESSAGES: 'C' },
+      env: { ...embeddedChildEnv(process.env), LC_MESSAGES: 'C' },
       stdio: ['ignore', 'pipe', 'pipe'],
       detached: true,
       ...(ids ?? {}),

@@ -1,4 +1,6 @@
 /** Audit events for tests. */
+import { randomBytes } from 'node:crypto';
+import { auditKey, type AuditKey } from '../../src/audit/key';
 import type pg from 'pg';
 import type { AuditRowInput } from '../../src/audit/writer';
 import type { ToolCallAuditEvent } from '../../src/audit/types';
@@ -75,4 +77,27 @@ export async function holdChainLock(client: pg.ClientBase): Promise<() => Promis
 /** Appends `rows` through the format-1 function interlock_audit_append (what a gateway before format 2 does); returns the batch id. */
 export async function appendFormat1(pool: pg.Pool, rows: Array<Partial<AuditRowInput>>): Promise<string> {
   return (await pool.query<{ b: string }>('SELECT interlock_audit_append($1::jsonb)::text AS b', [JSON.stringify(rows)])).rows[0].b;
+}
+
+/** A new random audit key (32 random bytes, base64), src/audit/key.ts. */
+export function randomAuditKey(): AuditKey {
+  return auditKey(randomBytes(32).toString('base64'));
+}
+
+/** BASE_AUDIT_ROW with request id `request` and the columns of `extra` over it. */
+export function auditRow(request: string, extra: Partial<AuditRowInput> = {}): AuditRowInput {
+  return { ...BASE_AUDIT_ROW, request_id: request, ...extra };
+}
+
+/** A verify report's mismatches as [batch id, fault] pairs, in its order. */
+export function faultPairs(r: { mismatches: Array<{ batchId: string; fault: string }> }): string[][] {
+  return r.mismatches.map((m) => [m.batchId, m.fault]);
+}
+
+/** The SQLSTATE `sql` fails with on `c` ('ok' when it succeeds; the error's text when it has none). */
+export function sqlStateOf(c: { query: (s: string, p?: unknown[]) => Promise<unknown> }, sql: string, params: unknown[] = []): Promise<string> {
+  return c.query(sql, params).then(
+    () => 'ok',
+    (e: { code?: string }) => e.code ?? String(e),
+  );
 }

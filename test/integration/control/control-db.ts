@@ -1,6 +1,6 @@
 /** Test helper: a migrated control database in a fresh temporary PostgreSQL database. */
 import { randomBytes } from 'node:crypto';
-import { Client } from 'pg';
+import pg, { Client } from 'pg';
 import { ADMIN_URL, createTempDatabase, type TempDatabase } from '../../helpers/pg';
 import { grantRuntimeRole, openControlDb, type ControlDb } from '../../../src/control/db';
 
@@ -101,4 +101,35 @@ export async function createGrantedLoginRole(t: TestControlDb, prefix: string, g
   const url = await createLoginRole(t, role);
   await grant(t.db, role);
   return { role, url };
+}
+
+/** What eachRuntimeRoleTrail gives each test: the control database and a pool logged in as the runtime role. */
+export interface RuntimeRoleTrail {
+  t: TestControlDb;
+  rt: pg.Pool;
+}
+
+/**
+ * Registers jest beforeEach/afterEach hooks that give each test a fresh migrated control database
+ * (freshControlDb(prefix): the trail refuses TRUNCATE, so one per attack) and a pool of at most `max`
+ * connections logged in as a new role `<prefix>_<random>` holding the gateway's runtime grants
+ * (grantRuntimeRole, as `interlock db grant-runtime-role` sets it up); both are dropped after the
+ * test. Returns the object whose fields the hooks set: read them inside the tests.
+ */
+export function eachRuntimeRoleTrail(prefix: string, max = 2): RuntimeRoleTrail {
+  const fx = {} as RuntimeRoleTrail;
+  let role: string | undefined;
+  beforeEach(async () => {
+    fx.t = await freshControlDb(prefix);
+    const granted = await createGrantedLoginRole(fx.t, `il_${prefix}`, grantRuntimeRole);
+    role = granted.role;
+    fx.rt = new pg.Pool({ connectionString: granted.url, max });
+  });
+  afterEach(async () => {
+    await fx.rt?.end();
+    if (role) await dropLoginRole(fx.t, role);
+    role = undefined;
+    await fx.t?.cleanup();
+  });
+  return fx;
 }
