@@ -99,6 +99,13 @@ export interface GovernedGateway extends RunningGateway {
   opsUrl?: string;
   /** Admission by capacity (issue 29; src/transport/capacity.ts): its limit, calls in flight and queued; absent when admission.enabled is false. */
   capacity?: CapacityLimiter;
+  /**
+   * Resolves once no catalogue rescan the gateway started itself (a statement refused
+   * `catalog_stale`, task hf5; an approved write's guard, task hw) runs or waits to run, for any
+   * source (at once when none does). Never rejects: a failed rescan counts as ended. Tests use it to
+   * know which snapshot a later source change comes after (task flake47).
+   */
+  rescansIdle(): Promise<void>;
 }
 
 const LOOPBACK = new Set(['127.0.0.1', 'localhost', '::1', '[::1]']);
@@ -197,6 +204,9 @@ export async function startGovernedGateway(opts: GovernedGatewayOptions): Promis
   // The promise settles when a scan begun after the request has ended (rejected when it failed):
   // an approved write refused catalog_stale waits for it (task hw); reads do not.
   const rescans = new Map<string, { again: boolean; waiters: Array<(err: unknown) => void> }>();
+  /** Told when `rescans` empties (GovernedGateway.rescansIdle). */
+  const idleWaiters: Array<() => void> = [];
+  const rescansIdle = (): Promise<void> => (rescans.size === 0 ? Promise.resolve() : new Promise<void>((resolve) => idleWaiters.push(resolve)));
   const staleLog = logThrottle(60_000);
   const rescanStale = (sourceId: string): Promise<void> =>
     new Promise<void>((resolve, reject) => {
@@ -221,7 +231,11 @@ export async function startGovernedGateway(opts: GovernedGatewayOptions): Promis
               waiting.forEach((w) => w(err ?? new Error('catalog rescan failed')));
             },
           )
-          .finally(() => (state.again ? run() : rescans.delete(sourceId)));
+          .finally(() => {
+            if (state.again) return run();
+            rescans.delete(sourceId);
+            if (rescans.size === 0) idleWaiters.splice(0).forEach((w) => w());
+          });
       };
       run();
     });
@@ -255,6 +269,8 @@ export async function startGovernedGateway(opts: GovernedGatewayOptions): Promis
           ? 'a relation whose whole rows a governed read uses has other columns than its catalogue scan recorded (or one of its user functions changed): the read was refused catalog_stale and the source is being rescanned'
           : f.reason === 'functions_changed'
           ? 'a function or operator of a name a governed read looks up (or a user function it runs) was created, renamed, moved, replaced, altered or dropped on the source since its catalogue was scanned (or the snapshot predates their versions): the read was refused catalog_stale and the source is being rescanned'
+          : f.reason === 'search_path_changed'
+          ? 'a new reader connection resolves names on another path (current_schemas) than the catalogue scan recorded (a schema of that path was dropped, or the reader lost USAGE on it, since the scan): the read was refused catalog_stale and the source is being rescanned'
           : 'the source\'s catalogue snapshot predates the facts on code attached to types: statements are refused catalog_stale and the source is being rescanned');
       },
     }),
@@ -408,6 +424,7 @@ export async function startGovernedGateway(opts: GovernedGatewayOptions): Promis
     analysisCache,
     opsUrl: opsServer?.url,
     capacity,
+    rescansIdle,
     async close(deadlineMs?: number) {
       for (const t of timers) clearInterval(t);
       // Shutting down: a server-side end of an idle audit connection (57P01 when the control server

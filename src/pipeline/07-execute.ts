@@ -24,6 +24,8 @@ export interface ReadRows {
   guardTripped?: true;
   /** The read's function guard raised (task hf5; QueryConnector.functionGuard): its statement did not run and there are no rows. */
   functionsChanged?: true;
+  /** A reader connection opened for the read resolves names on another path than `searchPath` (the source changed since the scan; task flake47): its statement did not run and there are no rows. */
+  searchPathChanged?: true;
 }
 
 /** What cut a result: `max_rows` (more rows matched than the row cap) or `max_bytes` (the result's byte cap). */
@@ -31,7 +33,7 @@ export type TruncatedBy = 'max_rows' | 'max_bytes';
 
 /** The reader side of a source connector. Rejects with an error whose `code` is a SourceErrorCode. */
 export interface QueryConnector {
-  /** `opts.settings`: custom settings bound (as parameters) on the connection before the statement: row-rule attribute values (issue 27). `opts.searchPath`: the catalogue's lookup path the statement was analysed on; the read runs only on a connection whose path is the same (src/sources/postgres/read.ts, red team rt42 G3). */
+  /** `opts.settings`: custom settings bound (as parameters) on the connection before the statement: row-rule attribute values (issue 27). `opts.searchPath`: the catalogue's lookup path the statement was analysed on; the read runs only on a connection whose path is the same (src/sources/postgres/read.ts, red team rt42 G3), else resolves `searchPathChanged`. */
   read(sql: string, params: unknown[], opts: { maxRows: number; maxBytes: number; signal?: AbortSignal; identityId?: string; settings?: ReadonlyArray<readonly [string, string]>; guard?: { text: string; values: string[] }; functionGuard?: { text: string; values: string[] }; searchPath?: readonly string[]; retryIfLost?: boolean }): Promise<ReadRows>;
   /**
    * A guard for `read` that proves, in the read's own round trip and right before the statement,

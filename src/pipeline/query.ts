@@ -74,9 +74,11 @@ export interface QueryPipelineDeps {
    * Called when a statement is refused `catalog_stale` (task hf5): a read's function guard found a
    * user function the statement runs changed on the source since the scan (`functions_changed`), or
    * the snapshot was scanned before the type facts existed (`snapshot_outdated`, typeHelpers
-   * `lacksTypeFacts`). The gateway rescans the source (one scan at a time per source) and logs it.
+   * `lacksTypeFacts`), or a new reader connection resolves names on another path than the scan
+   * recorded (`search_path_changed`: a schema of that path dropped since; task flake47). The gateway
+   * rescans the source (one scan at a time per source) and logs it.
    */
-  onCatalogStale?: (facts: { sourceId: string; requestId: string; reason: 'functions_changed' | 'columns_changed' | 'catalog_changed' | 'snapshot_outdated' }) => void;
+  onCatalogStale?: (facts: { sourceId: string; requestId: string; reason: 'functions_changed' | 'columns_changed' | 'catalog_changed' | 'snapshot_outdated' | 'search_path_changed' }) => void;
   /** Called after a documents-source request (issue 4) — absent means such sources answer request refusals. */
   connectorRequest?: (source: SourceRecord, request: Record<string, unknown>, ctx: ToolCallContext, evaluator: AccessEvaluator) => Promise<ToolOutcome>;
 }
@@ -362,6 +364,11 @@ function pipeline(deps: QueryPipelineDeps, now: () => Date, analyses: AnalysisCa
         deps.onCatalogStale?.({ sourceId: source.id, requestId: ctx.requestId, reason: analysis.rowShapes ? (analysis.userFunctions ? 'catalog_changed' : 'columns_changed') : 'functions_changed' });
         return CATALOG_STALE;
       }
+      if (read.searchPathChanged) {
+        // The source's reader resolves names on another path than the scan recorded (task flake47): nothing ran.
+        deps.onCatalogStale?.({ sourceId: source.id, requestId: ctx.requestId, reason: 'search_path_changed' });
+        return CATALOG_STALE;
+      }
       if (read.guardTripped) {
         // Some relation may now sit in a tree: the statement did not run. Decide on the live tree, read again.
         const refused = await recheck();
@@ -408,7 +415,7 @@ export function cacheKey(cache: ResultCache, parts: { sourceId: string; sql: str
   return cache.key({ ...parts, accessFingerprint: `${parts.accessFingerprint}\u0000catalog:${contentFingerprint(catalog)}\u0000policies:${contentFingerprint(policies)}` });
 }
 
-/** A read refused because a user function it runs changed since the scan (task hf5; spec/errors-v1.json `catalog_stale`). */
+/** A read refused because a user function it runs, or the reader's lookup path, changed since the scan (tasks hf5, flake47; spec/errors-v1.json `catalog_stale`). */
 const CATALOG_STALE: ToolOutcome = { kind: 'refusal', code: 'catalog_stale' };
 
 /** The row-rule shape of every statement of a caller without row rules on the source. */

@@ -59,7 +59,7 @@ export class PinnedClient extends pg.Client {
    * The session's effective lookup path when it was verified (`current_schemas(false)`: existing
    * schemas of its search_path, which ALTER ROLE / ALTER DATABASE … SET search_path decide), null
    * until then. Agents cannot change it (SET and set_config are refused), so a read compares it with
-   * the path its statement was analysed on (read.ts `checkoutOnPath`; red team rt42 G3).
+   * the path its statement was analysed on (read.ts `readFrom`; red team rt42 G3).
    */
   searchPath: readonly string[] | null = null;
   /** performance.now() when verifyPinnedSettings passed (0 until then). */

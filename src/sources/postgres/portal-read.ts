@@ -43,6 +43,12 @@ export interface ReadResult {
    * runs is not the one the catalogue scan recorded; the statement was not executed, `rows` is empty.
    */
   functionsChanged?: true;
+  /**
+   * Set when a reader connection opened for this read, with `searchPath` pinned, resolves names on
+   * another lookup path (read.ts readFrom, task flake47): the source changed since the catalogue
+   * scan; the statement was not run, `rows` is empty.
+   */
+  searchPathChanged?: true;
 }
 
 /**
@@ -80,9 +86,10 @@ export interface ReadOptions {
    * The lookup path the statement was analysed on (the catalogue's `searchPath`, the reader's
    * `current_schemas(false)` at the scan). When given, the read runs only on a connection whose path
    * was the same when it connected (PinnedClient.searchPath): an older connection that differs is
-   * dropped and another taken; a fresh one that differs fails the read with SessionSettingsMismatch
-   * (`session_settings_mismatch`), since the server would resolve the statement's unqualified names
-   * elsewhere than the analysis did (red team rt42 G3: ALTER ROLE … SET search_path after the scan).
+   * dropped and another taken; a fresh one that differs ends the read with `searchPathChanged`, its
+   * statement not run, since the server would resolve the statement's unqualified names elsewhere
+   * than the analysis did (red team rt42 G3; the pipeline answers `catalog_stale` and the gateway
+   * rescans, task flake47).
    */
   searchPath?: readonly string[];
   /**

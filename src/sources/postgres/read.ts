@@ -104,8 +104,17 @@ export function connectedAt(client: pg.PoolClient): number {
 /**
  * runRead on a connection whose lookup path is `opts.searchPath` (red team rt42 G3): a connection
  * verified before `began` with another path is dropped and another taken (each pass drops one, so
- * this ends); one verified since, with another path, fails the read `session_settings_mismatch`:
- * the source's reader now resolves unqualified names elsewhere than the scan did.
+ * this ends); one verified since, with another path, is dropped too and the read resolves
+ * `searchPathChanged` with no rows, its statement not run (one that reported no path fails it
+ * `session_settings_mismatch`): the source's reader now resolves
+ * unqualified names elsewhere than the scan did, although new connections start with the scanned
+ * path pinned (task hrt42), so the source changed since the scan (a schema of that path dropped, or
+ * the reader's USAGE on it revoked: current_schemas leaves it out; a pooler that drops startup
+ * options, whose connections take the role's path). The catalogue is stale, not the source
+ * misconfigured: the pipeline answers `catalog_stale` and the gateway rescans, after which reads run
+ * on the path the rescan recorded (task flake47: before, the read failed `session_settings_mismatch`,
+ * counted against the circuit, on every call until someone rescanned the source — e.g. after a
+ * gateway rescan had seen a `"$user"` schema that was dropped right after, red team rt43b H1/H2).
  *
  * A pooled connection the server ended while it sat idle (task hidle: pg_terminate_backend,
  * idle_session_timeout, a restart, a pooler in between dropping it) is still in the pool until its
@@ -141,7 +150,12 @@ function readFrom(ctx: StatementContext, sql: string, values: unknown[], opts: R
       client.release(true);
       if (wrong.stale) return readFrom(ctx, sql, values, opts, began);
       const expected = (opts.searchPath ?? []).join(', ');
-      return Promise.reject(ctx.fail(new SessionSettingsMismatch([{ name: 'search_path (current_schemas)', expected, actual: wrong.got ? wrong.got.join(', ') : null }]), 'connect'));
+      // A connection that did not say its path is not one the pinned settings hold on.
+      if (wrong.got === null) return Promise.reject(ctx.fail(new SessionSettingsMismatch([{ name: 'search_path (current_schemas)', expected, actual: null }]), 'connect'));
+      // A connection opened since the read began, on the pinned path, holds another one: the source changed since the scan.
+      ctx.logger?.debug({ expected, actual: wrong.got.join(', ') }, 'a new reader connection resolves names on another path (current_schemas) than the catalogue scan recorded: the read was not run (catalog_stale) and the source is rescanned');
+      const changed: ReadResult = { fields: [], rows: [], rowsArray: [], truncated: false, truncatedBy: null, bytes: 2, searchPathChanged: true };
+      return changed;
     }
     return new Promise<ReadResult>((resolve, reject) => {
       let settled = false;

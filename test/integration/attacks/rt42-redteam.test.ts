@@ -26,7 +26,8 @@
  *    server's new connections resolved it to hr_secret.dept (denied) and answered its rows. Each
  *    reader connection now records its `current_schemas(false)` when it is verified, and a read runs
  *    only on one whose path is the catalogue's (older ones dropped; a new one that differs answers
- *    `session_settings_mismatch` until a rescan).
+ *    `catalog_stale` and the gateway rescans: task flake47, before it `session_settings_mismatch`
+ *    until a rescan).
  *  - G4 (medium, careless operator; fixed by hrt42: the scanned path is pinned in the startup options): a schema named as the reader role (`"$user"`,
  *    first on the default path) created after the scan: G3's check compares the path each connection
  *    had when it connected, but an open connection resolves names in the new schema at once, so

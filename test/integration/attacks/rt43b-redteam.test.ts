@@ -25,11 +25,20 @@
  *     names only the schemas that existed, so its `lower(varchar)` is never resolved.
  *  H2 ORDER BY / DISTINCT / GROUP BY over varchar use the type's default btree opclass (by oid), not
  *     a name: a `public.<` / `public.=` (varchar, varchar) created after the scan is never run by them.
+ *  H3 (task flake47, fixed) a scan that saw H1's `"$user"` schema, which was dropped right after: the
+ *     path the scan recorded names it, new reader connections (on that path pinned) resolve names
+ *     without it, and every read was refused `session_settings_mismatch`, counted against the circuit,
+ *     until someone rescanned (CI's flake of H2: a rescan F3's stale reads had queued read the catalogue
+ *     while H1's schema existed and was stored after H1 dropped it). Now the read is refused
+ *     `catalog_stale`, the gateway rescans, and the next read is served. H1 also waits for the
+ *     gateway's rescans to end first, so its schema is created after every scan, as it says.
  */
 import pg from 'pg';
 import { startGovernedEnv, type GovernedEnv } from '../../helpers/governed';
 import { governAsHrAnalyst } from '../../helpers/hr-analyst';
 import { queryOutcome, settledOutcome, startInsider, stopInsider, type Insider } from '../../helpers/stale-reads';
+import { scanSource } from '../../../src/control/scan';
+import { loadCatalog } from '../../../src/control/catalog';
 
 const STALE = { code: 'catalog_stale' };
 const SSN = '078-05-1120';
@@ -42,15 +51,18 @@ let insider: pg.Client;
 const outcome = (sql: string): Promise<unknown> => queryOutcome(env, sql);
 const settled = (sql: string): Promise<unknown> => settledOutcome(env, sql);
 
-/** `sql` answers catalog_stale, then (the gateway rescans on its own) the answer on the new snapshot; polls at most 200 × 50 ms. */
+/**
+ * The answer to `sql` once the rescan the gateway started on its own (a call just refused
+ * catalog_stale) has ended: the answer on the new snapshot, never catalog_stale again. (Task
+ * flake47: it asked first for one more catalog_stale, which a rescan quicker than one call — or one
+ * an earlier test had queued, snapshot taken after the change — had already ended: a loaded run
+ * answered function_not_allowed there; then it polled.)
+ */
 async function afterRescan(sql: string): Promise<unknown> {
-  expect(await outcome(sql)).toEqual(STALE);
-  for (let i = 0; i < 200; i++) {
-    const o = await outcome(sql);
-    if ((o as { code?: string }).code !== 'catalog_stale') return o;
-    await new Promise((r) => setTimeout(r, 50));
-  }
-  throw new Error(`still catalog_stale: ${sql}`);
+  await env.gateway.rescansIdle();
+  const o = await outcome(sql);
+  expect(o).not.toEqual(STALE);
+  return o;
 }
 
 beforeAll(async () => {
@@ -156,6 +168,10 @@ test('F3 (low, fixed by task hcast): a domain CHECK added after the scan trips t
 test('H1: a "$user" schema created after the scan is not on the pinned path: its lower(varchar) never runs', async () => {
   const me = admin.escapeIdentifier(env.demo.readerRole);
   expect(await settled('SELECT lower(n) AS u0 FROM names')).toEqual([{ u0: 'ada' }]);
+  // The rescans earlier tests' stale reads asked the gateway for have ended (F1's second test ends
+  // on one nobody waits for; before afterRescan waited, one queued behind another could still run):
+  // the schema below is created after every scan, so no scan can record it (that case is H3).
+  await env.gateway.rescansIdle();
   await admin.query(`CREATE SCHEMA ${me}; GRANT USAGE ON SCHEMA ${me} TO ${me};
     CREATE FUNCTION ${me}.lower(varchar) RETURNS text LANGUAGE sql STABLE AS $$ SELECT 'shadow' $$`);
   try {
@@ -185,4 +201,30 @@ test('H2: ORDER BY, DISTINCT and GROUP BY use the default opclass, not a `<`/`=`
   } finally {
     await admin.query("DELETE FROM names WHERE n = 'Bea' OR mood = 'busy'");
   }
+});
+
+test('H3 (task flake47, fixed): a scan that saw a "$user" schema dropped right after it: the next read is refused catalog_stale, not counted, and served once the gateway has rescanned', async () => {
+  const reader = env.demo.readerRole;
+  const me = admin.escapeIdentifier(reader);
+  expect(await settled('SELECT n AS p0 FROM names')).toEqual([{ p0: 'Ada' }]);
+  await admin.query(`CREATE SCHEMA ${me}; GRANT USAGE ON SCHEMA ${me} TO ${me}`);
+  try {
+    // A scan overlapping the schema's short life (as a rescan an earlier call caused may).
+    await scanSource(env.db, 'chinook');
+  } finally {
+    await admin.query(`DROP SCHEMA ${me} CASCADE`);
+  }
+  expect((await loadCatalog(env.db, 'chinook'))?.searchPath).toEqual([reader, 'public']);
+  // What the scan's notification does, now rather than whenever it arrives.
+  env.gateway.store.invalidate('catalog_snapshots');
+  // New reader connections start on the recorded path; the server leaves the dropped schema out of it.
+  // Before the fix: {code: 'session_settings_mismatch'} on this and every later read (no rescan came;
+  // the fifth opened the circuit).
+  expect(await outcome('SELECT n AS p1 FROM names')).toEqual(STALE);
+  expect(env.gateway.connectors.states().chinook ?? 'closed').toBe('closed');
+  // The gateway rescans on its own; then the read runs on the path the rescan recorded.
+  await env.gateway.rescansIdle();
+  expect((await loadCatalog(env.db, 'chinook'))?.searchPath).toEqual(['public']);
+  expect(await outcome('SELECT n AS p2 FROM names')).toEqual([{ p2: 'Ada' }]);
+  expect(env.gateway.connectors.states().chinook ?? 'closed').toBe('closed');
 });

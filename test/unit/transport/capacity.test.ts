@@ -267,22 +267,32 @@ test('the defaults act at 8–32 connections on 2 cores: start at 16, may fall t
 });
 
 test('gateway wiring (capacityLimiter of config admission): the audit writer depth it is given lowers the limit', () => {
-  let depth = 0;
-  const l = capacityLimiter(DEFAULT_CONFIG.admission!, () => depth)!;
-  limiters.push(l);
-  expect(l.limit).toBe(16);
-  const run = (n: number) => {
-    for (let i = 0; i < n; i++) {
-      const p = permit(l.acquire());
-      p.release();
-    }
-  };
-  run(5);
-  expect(l.limit).toBeGreaterThanOrEqual(16);
-  depth = 65;
-  run(1);
-  expect(l.limit).toBeLessThan(16);
-  expect(capacityLimiter({ ...DEFAULT_CONFIG.admission!, enabled: false })).toBeUndefined();
+  // The gateway's limiter times its calls with performance.now: here a clock of the test's, every
+  // call taking 1 ms (task flake47: on the real clock a loaded machine that paused the first call a
+  // few ms, and not the next ones, made the gradient lower the limit below 16 before any depth).
+  let now = 0;
+  const clock = jest.spyOn(performance, 'now').mockImplementation(() => now);
+  try {
+    let depth = 0;
+    const l = capacityLimiter(DEFAULT_CONFIG.admission!, () => depth)!;
+    limiters.push(l);
+    expect(l.limit).toBe(16);
+    const run = (n: number) => {
+      for (let i = 0; i < n; i++) {
+        const p = permit(l.acquire());
+        now += 1;
+        p.release();
+      }
+    };
+    run(5);
+    expect(l.limit).toBeGreaterThanOrEqual(16);
+    depth = 65;
+    run(1);
+    expect(l.limit).toBeLessThan(16);
+    expect(capacityLimiter({ ...DEFAULT_CONFIG.admission!, enabled: false })).toBeUndefined();
+  } finally {
+    clock.mockRestore();
+  }
 });
 
 test('the default event-loop sampler (monitorEventLoopDelay, read every second) feeds the limit: a blocked loop lowers it', async () => {
