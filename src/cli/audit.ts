@@ -110,7 +110,9 @@ export function registerAuditChainCommands(aud: Command, session: (cmd: Command)
         const archive = r.archive && !r.archive.recorded ? `; the archive file is not one audit_archives records` : '';
         // unknown_key: name the batch's key id and the ids given, so a key left out (rotation) is told apart from a forged id (nu46).
         const key = m.fault === 'unknown_key' ? ` (the batch names audit key id ${m.keyId}; the keys given have id(s) ${r.keyed.keyIdsGiven.join(', ') || 'none'}: give that key, e.g. in INTERLOCK_AUDIT_PREVIOUS_KEYS, or the batch was not written by a gateway of yours)` : '';
-        s.print(`audit chain BROKEN at batch ${m.batchId}${m.committedAt ? ` (committed ${m.committedAt})` : ''}: ${m.fault}${key}${more}${archive}; ${summary}${keyed}${pending}`, r);
+        // Every batch that does not match only names a key not given (nu47: after a rotation without the old key, BROKEN read as tampering): NOT AUTHENTICATED, still exit 1.
+        const keysOnly = r.mismatchCount === r.mismatches.length && r.mismatches.every((x) => x.fault === 'unknown_key') && !archive;
+        s.print(`audit chain ${keysOnly ? 'NOT AUTHENTICATED' : 'BROKEN'} at batch ${m.batchId}${m.committedAt ? ` (committed ${m.committedAt})` : ''}: ${m.fault}${key}${more}${archive}; ${summary}${keyed}${pending}`, r);
         throw Object.assign(new Error(`audit chain does not match at batch ${m.batchId} (${m.fault})`), { code: 'audit_chain_mismatch' });
       }
     });
