@@ -135,3 +135,46 @@ describe('a cached read\'s stored answer (issue 28): rendered and serialised on 
     expect(r1.kind === 'result' && r2.kind === 'result' && r1.result !== r2.result).toBe(true);
   });
 });
+
+describe('a query result\'s answer written member by member (issue 28, h28l)', () => {
+  test('no placeholder object is serialised: JSON.stringify never sees structuredContent.rows replaced by a string', () => {
+    const rs = [{ track_id: 3, name: 'Fast As a Shark', unit_price: '0.99', composer: null }];
+    const out = renderOutcome(queryResult(rs, false, false, []), 'handshake', '2025-11-25', 'req-1');
+    const msg = { jsonrpc: '2.0', id: 41, result: out.kind === 'result' ? out.result : null };
+    const spy = jest.spyOn(JSON, 'stringify');
+    let text: string;
+    try {
+      text = serializeMessage(msg);
+      const placeholders = spy.mock.calls.filter((c) => {
+        const sc = (c[0] as { result?: { structuredContent?: { rows?: unknown } } } | null)?.result?.structuredContent;
+        return sc !== undefined && typeof sc.rows === 'string';
+      });
+      expect(placeholders).toHaveLength(0);
+    } finally {
+      spy.mockRestore();
+    }
+    expect(text).toBe(JSON.stringify(msg));
+  });
+
+  test('every other shape around remembered rows is still exactly JSON.stringify', () => {
+    const rs = [{ a: 1, b: 'x"y' }];
+    const r = queryResult(rs, true, false, ['b'], 'max_bytes');
+    const result = r.kind === 'result' ? { content: r.content, structuredContent: r.structuredContent } : {};
+    const sc = (result as { structuredContent: Record<string, unknown> }).structuredContent;
+    const shapes: unknown[] = [
+      { jsonrpc: '2.0', id: 'x"y\u2028', result: { ...result, isError: false, resultType: 'complete' } },
+      { jsonrpc: '2.0', id: null, result },
+      { jsonrpc: '2.0', id: -0, result },
+      { jsonrpc: '2.0', id: Number.NaN, result },
+      { jsonrpc: '2.0', id: undefined, result },
+      { id: 1, jsonrpc: '2.0', result },
+      { jsonrpc: '2.0', id: 1, result, extra: 1 },
+      { jsonrpc: '2.0', id: 1, result: { ...result, skipped: undefined, fn: () => 1, when: new Date(0) } },
+      { jsonrpc: '2.0', id: 1, result: { ...result, structuredContent: { ...sc, gone: undefined, n: 2, list: ['a', null] } } },
+      { jsonrpc: '2.0', id: 1, result: { ...result, structuredContent: { ...sc, toJSON: () => ({ other: true }) } } },
+      { jsonrpc: '2.0', id: 1, result: { ...result, toJSON: () => 'replaced' } },
+      { jsonrpc: '2.0', id: 1, result: { structuredContent: sc, content: (result as { content: unknown }).content } },
+    ];
+    for (const msg of shapes) expect(serializeMessage(msg)).toBe(JSON.stringify(msg));
+  });
+});
