@@ -81,6 +81,21 @@ export interface QueryPipelineDeps {
   connectorRequest?: (source: SourceRecord, request: Record<string, unknown>, ctx: ToolCallContext, evaluator: AccessEvaluator) => Promise<ToolOutcome>;
 }
 
+/** The complexity limits per source settings object (frozen: the analysis key's prefix is made once for them). */
+const complexities = new WeakMap<object, ComplexityLimits>();
+
+/**
+ * complexityLimitsFromSettings of `settings`, made once per settings object (the store hands out the
+ * same object until the source changes) and frozen, so the analysis cache keys it without reading
+ * it again per call (issue 28, h28l).
+ */
+function complexityOf(settings: SourceRecord['settings']): ComplexityLimits {
+  if (settings === null || typeof settings !== 'object') return complexityLimitsFromSettings(settings);
+  let c = complexities.get(settings);
+  if (!c) complexities.set(settings, (c = Object.freeze(complexityLimitsFromSettings(settings))));
+  return c;
+}
+
 /** Audit facts collected along the pipeline (never values, never keys). */
 function details(ctx: ToolCallContext): Record<string, unknown> {
   return (ctx as ToolCallContext & { auditDetails?: Record<string, unknown> }).auditDetails ?? {};
@@ -147,7 +162,7 @@ function pipeline(deps: QueryPipelineDeps, now: () => Date, analyses: AnalysisCa
       deps.onCatalogStale?.({ sourceId, requestId: ctx.requestId, reason: 'snapshot_outdated' });
       return CATALOG_STALE;
     }
-    const complexity = complexityLimitsFromSettings(source.settings);
+    const complexity = complexityOf(source.settings);
     const cached = analyses.analyse({ sourceId, sql, catalog, grants, complexity }, () => authorizeSql(evaluator, sourceId, sql, catalog, complexity));
     const { analysis, relations } = cached.entry;
     if (!analysis.ok) {
