@@ -232,3 +232,21 @@ describe('the analysis and policy keys made once per statement context (issue 28
     expect(AnalysisCache.policyKey(policies, { identityId: 'i1', identityName: 'n1', roles: ['reader', 'writer'] })).toBe(`${contentFingerprint(policies)}\u0000i1\u0000n1\u0000reader,writer`);
   });
 });
+
+test('interlock_query\'s handler adds one promise around the pipeline, no async wrapper (issue 28, h28l)', async () => {
+  const t = setup();
+  expect(ok(await t.call(SQL))).toBe(true); // warm: the analysis cached, the store's answers in memory
+  const { createHook } = await import('node:async_hooks');
+  let promises = 0;
+  const hook = createHook({ init: (_id, type) => void (type === 'PROMISE' && promises++) });
+  // A refusal decided before any step that awaits: the pipeline's own promise and the handler's.
+  const refused = queryHandler({ store: new MemoryGovernanceStore(), connectors: { reader: () => ({ read: async () => ({ fields: [], rowsArray: [], truncated: false }) }) }, rateLimiter: memoryRateLimiter(), cache: new ResultCache({ ttlMs: 0, maxBytes: 0 }), catalog: () => null, maskSecret: 's' });
+  const noIdentity = { ...ctx('me'), identity: null };
+  hook.enable();
+  const p = refused({ source_id: 'db', sql: SQL }, noIdentity);
+  hook.disable();
+  expect(await p).toEqual({ kind: 'refusal', code: 'identity_required' });
+  expect(promises).toBe(2);
+  // The statement's fingerprint is still recorded for a call refused before analysis.
+  expect(typeof noIdentity.auditDetails.fingerprint).toBe('string');
+});
