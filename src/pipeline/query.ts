@@ -339,7 +339,20 @@ function pipeline(deps: QueryPipelineDeps, now: () => Date, analyses: AnalysisCa
       let read;
       const readStarted = performance.now();
       try {
-        read = await connector.read(runSql, params, { maxRows, maxBytes: deps.maxResultBytes ?? 4 * 1024 * 1024, signal: ctx.signal, identityId: identity.id, ...(rowPlan ? { settings: rowPlan.settings } : {}), ...(guard ? { guard } : {}), ...(fnGuard ? { functionGuard: fnGuard } : {}), ...(ctx.sourceWait ? { poolWait: ctx.sourceWait } : {}), searchPath: catalog.searchPath, ...(analysis.userFunctions?.length ? { retryIfLost: false } : {}) });
+        // One literal of a fixed shape, absent options undefined (issue 28, h28l: no conditional
+        // spreads copied into it per read; the connector reads each option by truthiness).
+        read = await connector.read(runSql, params, {
+          maxRows,
+          maxBytes: deps.maxResultBytes ?? 4 * 1024 * 1024,
+          signal: ctx.signal,
+          identityId: identity.id,
+          settings: rowPlan ? rowPlan.settings : undefined,
+          guard: guard ?? undefined,
+          functionGuard: fnGuard ?? undefined,
+          poolWait: ctx.sourceWait ?? undefined,
+          searchPath: catalog.searchPath,
+          retryIfLost: analysis.userFunctions?.length ? false : undefined,
+        });
       } catch (err) {
         const sqlState = (err as { sqlState?: string }).sqlState;
         // A row view dropped on the source since it was made (42P01, undefined table; e.g. by an
