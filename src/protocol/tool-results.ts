@@ -89,52 +89,8 @@ export function serializeMessage(message: unknown): string {
   const rows = sc && typeof sc === 'object' ? sc.rows : undefined;
   const json = rows && typeof rows === 'object' ? serializedRows(rows) : undefined;
   if (json === undefined) return jsonText(message);
-  const fast = spliceRows(m, json);
-  if (fast !== undefined) return fast;
-  const spliced = jsonText({ ...m, result: { ...m!.result, structuredContent: { ...sc, rows: ROWS_TOKEN } } });
-  // No placeholder in the text (a toJSON replaced the object that held it): serialised in full.
-  return spliced.includes(ROWS_SLOT) ? withRows(spliced, json) : jsonText(message);
-}
-
-/** True for a plain object (an object literal's prototype) without an own `toJSON`, which JSON.stringify would call. */
-function plainObject(v: unknown): v is Record<string, unknown> {
-  return typeof v === 'object' && v !== null && Object.getPrototypeOf(v) === Object.prototype && !Object.prototype.hasOwnProperty.call(v, 'toJSON');
-}
-
-/** `"key":` and the member's JSON (jsonText), appended to `out`; nothing for a member JSON.stringify leaves out (undefined, a function, a symbol). */
-function member(out: string, key: string, text: string | undefined): string {
-  if (text === undefined) return out;
-  return `${out}${out.length > 1 ? ',' : ''}${JSON.stringify(key)}:${text}`;
-}
-
-/**
- * serializeMessage's text of a response `{jsonrpc, id, result}` (in that key order, a plain result
- * and structuredContent) whose structuredContent.rows serialised to `rows`, written member by member:
- * each member's JSON (jsonText) in the object's own key order, the rows' text in place — the text
- * jsonText(message) makes, without copying the three objects, the placeholder and the search for it
- * (issue 28, h28l: per uncached answer). Undefined for any other shape (the caller then splices
- * through the placeholder).
- */
-function spliceRows(m: { jsonrpc?: unknown; id?: unknown; result?: unknown } | null, rows: string): string | undefined {
-  if (!plainObject(m) || !plainObject(m.result)) return undefined;
-  const top = Object.keys(m);
-  if (top.length !== 3 || top[0] !== 'jsonrpc' || top[1] !== 'id' || top[2] !== 'result' || typeof m.jsonrpc !== 'string') return undefined;
-  const id = m.id;
-  if (typeof id !== 'string' && !(typeof id === 'number' && Number.isFinite(id)) && id !== null) return undefined;
-  const result = m.result;
-  const sc = result.structuredContent;
-  if (!plainObject(sc)) return undefined;
-  let r = '{';
-  for (const k of Object.keys(result)) {
-    if (k !== 'structuredContent') {
-      r = member(r, k, jsonText(result[k]));
-      continue;
-    }
-    let s = '{';
-    for (const sk of Object.keys(sc)) s = member(s, sk, sk === 'rows' ? rows : jsonText(sc[sk]));
-    r = member(r, k, `${s}}`);
-  }
-  return `{"jsonrpc":${JSON.stringify(m.jsonrpc)},"id":${JSON.stringify(id)},"result":${r}}}`;
+  // No placeholder in the text (a toJSON replaced the object that held it): serialised in full (h28l).
+  return withRows(jsonText({ ...m, result: { ...m!.result, structuredContent: { ...sc, rows: ROWS_TOKEN } } }), json) ?? jsonText(message);
 }
 
 /** The complete envelope of a result outcome (the same in every dialect and version). */
@@ -156,15 +112,16 @@ function storedResult(o: Extract<ToolOutcome, { kind: 'result' }>): Record<strin
     r = resultOf(o);
     const sc = r.structuredContent as { rows?: unknown } | undefined;
     const rows = sc && typeof sc.rows === 'object' && sc.rows !== null ? serializedRows(sc.rows) : undefined;
-    freezeResultJson(r, rows === undefined ? jsonText(r) : withRows(jsonText({ ...r, structuredContent: { ...sc, rows: ROWS_TOKEN } }), rows));
+    freezeResultJson(r, (rows === undefined ? undefined : withRows(jsonText({ ...r, structuredContent: { ...sc, rows: ROWS_TOKEN } }), rows)) ?? jsonText(r));
     storedResults.set(o, r);
   }
   return r;
 }
 
-/** `s` (a serialisation with ROWS_TOKEN standing for structuredContent.rows) with the rows' text `rows` in its place. */
-function withRows(s: string, rows: string): string {
+/** `s` (a serialisation with ROWS_TOKEN standing for structuredContent.rows) with the rows' text `rows` in its place; undefined when `s` holds no placeholder (a toJSON replaced the object that held it). */
+function withRows(s: string, rows: string): string | undefined {
   const i = s.indexOf(ROWS_SLOT);
+  if (i < 0) return undefined;
   return `${s.slice(0, i)}"rows":${rows}${s.slice(i + ROWS_SLOT.length)}`;
 }
 
