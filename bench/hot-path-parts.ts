@@ -44,7 +44,10 @@
  *  - `tool-call row`: writer.js toolCallRow of a point read's event (h28e: no Object.entries pairs);
  *  - `lane values`: a lane's statement values for a batch of two point-read events ($1–$8 and
  *    eventValues), as ChainLane.append builds them: pushed in place where the tree's eventValues
- *    takes `out` (h28e), else spread into the literal as before.
+ *    takes `out` (h28e), else spread into the literal as before;
+ *  - `analysis keys` (h28l): AnalysisCache.analyse and policyKey of one point read (both hits), the
+ *    complexity limits made per call where the tree's cache keys them by content, one frozen object
+ *    per settings where it keys frozen ones by identity (the tree's query.ts does so).
  * Prints ns per operation, median of BENCH_ROUNDS (default 7) rounds of BENCH_OPS (default 200,000).
  * Run: `BEFORE_ROOT=/path/to/built/checkout npx tsx bench/hot-path-parts.ts`.
  */
@@ -123,8 +126,29 @@ function pieces(root: string): Record<string, Piece> {
   held.forEach((f, i) => registry.add(apiKey, i + 2, f));
   const pointEvent = { requestId: 'req_00000000abcd', time: '2026-12-04T18:00:00.123Z', identityId: 'id-1', keyId: 'k1', tool: 'interlock_query', canonicalTool: 'interlock_query', dialect: 'handshake', protocolVersion: '2025-11-25', decision: 'allowed', reasonCode: null, durationMs: 2,
     details: { source_id: 'chinook', action: 'read', fingerprint: '8a4f2c1b9d3e7f60', relations: ['public.track'], row_count: 1, cached: false } };
+  // h28l: the analysis cache's two keys per call (statement key and policy key) for the same statement,
+  // catalogue, grants and policies — the catalogue and grants as objects the store hands out again,
+  // the complexity limits as query.ts passes them (complexityLimitsFromSettings of the same settings).
+  const { AnalysisCache } = load('pipeline/analysis-cache.js') as { AnalysisCache: (new () => { analyse(k: unknown, c: () => unknown): { policy(pk: string, c: () => unknown): unknown } }) & { policyKey(p: unknown, s: unknown): string } };
+  const { complexityLimitsFromSettings } = load('sql/complexity.js') as { complexityLimitsFromSettings: (s: unknown) => unknown };
+  const analyses = new AnalysisCache();
+  const grants = [{ sourceId: 'chinook', role: DEMO_ROLE }];
+  const settings = { pool_size: 5 };
+  const frozenComplexity = Object.freeze(complexityLimitsFromSettings(settings) as object);
+  // The tree's query.ts freezes one limits object per settings (h28l) when its analysis cache keys frozen ones by identity.
+  const afterTree = /keyPrefix/.test(require('node:fs').readFileSync(path.join(root, 'dist', 'src', 'pipeline', 'analysis-cache.js'), 'utf8'));
+  const subject = { identityId: 'id-1', identityName: 'demo-agent', roles: ev.roleNames('chinook'), sourceId: 'chinook' };
+  const analysed = { analysis: { ok: true }, relations: [], denied: null };
+  const policyVerdict = { ok: true };
   let sink = 0;
   return {
+    'analysis keys': (n) => {
+      for (let i = 0; i < n; i++) {
+        const complexity = afterTree ? frozenComplexity : complexityLimitsFromSettings(settings);
+        const c = analyses.analyse({ sourceId: 'chinook', sql: POINT_SQL, catalog, grants, complexity }, () => analysed);
+        sink += c.policy(AnalysisCache.policyKey(policies, subject), () => policyVerdict) === policyVerdict ? 1 : 0;
+      }
+    },
     'answer render': (n) => {
       for (let i = 0; i < n; i++) {
         const o = queryResult([{ track_id: i, name: 'For Those About To Rock', album_id: 1, genre_id: 1, composer: null, milliseconds: 343719, unit_price: '0.99' }], false, false, []);

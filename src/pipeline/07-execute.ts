@@ -33,8 +33,8 @@ export type TruncatedBy = 'max_rows' | 'max_bytes';
 
 /** The reader side of a source connector. Rejects with an error whose `code` is a SourceErrorCode. */
 export interface QueryConnector {
-  /** `opts.settings`: custom settings bound (as parameters) on the connection before the statement: row-rule attribute values (issue 27). `opts.searchPath`: the catalogue's lookup path the statement was analysed on; the read runs only on a connection whose path is the same (src/sources/postgres/read.ts, red team rt42 G3), else resolves `searchPathChanged`. */
-  read(sql: string, params: unknown[], opts: { maxRows: number; maxBytes: number; signal?: AbortSignal; identityId?: string; settings?: ReadonlyArray<readonly [string, string]>; guard?: { text: string; values: string[] }; functionGuard?: { text: string; values: string[] }; searchPath?: readonly string[]; retryIfLost?: boolean }): Promise<ReadRows>;
+  /** `opts.settings`: custom settings bound (as parameters) on the connection before the statement: row-rule attribute values (issue 27). `opts.searchPath`: the catalogue's lookup path the statement was analysed on; the read runs only on a connection whose path is the same (src/sources/postgres/read.ts, red team rt42 G3), else resolves `searchPathChanged`. `opts.poolWait`: the call's waits for the source (ms; ReadOptions.poolWait, read by admission by capacity, issue 29). */
+  read(sql: string, params: unknown[], opts: { maxRows: number; maxBytes: number; signal?: AbortSignal; identityId?: string; settings?: ReadonlyArray<readonly [string, string]>; guard?: { text: string; values: string[] }; functionGuard?: { text: string; values: string[] }; searchPath?: readonly string[]; retryIfLost?: boolean; poolWait?: { poolMs: number; slotMs?: number } }): Promise<ReadRows>;
   /**
    * A guard for `read` that proves, in the read's own round trip and right before the statement,
    * that the functions and operators of every name the analysis `names` looks up (`resolvedNames`),

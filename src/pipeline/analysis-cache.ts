@@ -100,6 +100,39 @@ export interface AnalysisKey {
 }
 
 /** Bounded LRU of analysis and authorization (and policy verdicts) per statement; see module doc. */
+/** Stands for an absent `complexity` in keyPrefixes. */
+const NO_COMPLEXITY = {};
+/** Per catalogue, grants and complexity object: the analysis key's text before the statement (keyPrefix). */
+const keyPrefixes = new WeakMap<object, WeakMap<object, WeakMap<object, { sourceId: string; complexity: string; prefix: string }>>>();
+
+/**
+ * The analysis key's text before the statement: source id, the catalogue's and grants' content
+ * fingerprints and the complexity limits' JSON, each followed by U+0000. Made once per catalogue,
+ * grants array and frozen complexity object (none edited once built) and source id, not per call
+ * (issue 28, h28l); a complexity object that is not frozen is keyed by its JSON read on every call,
+ * so one edited in place between calls still gets its own key.
+ */
+function keyPrefix(k: AnalysisKey): string {
+  const c = k.complexity !== null && typeof k.complexity === 'object' ? k.complexity : NO_COMPLEXITY;
+  let byGrants = keyPrefixes.get(k.catalog);
+  if (!byGrants) keyPrefixes.set(k.catalog, (byGrants = new WeakMap()));
+  let byComplexity = byGrants.get(k.grants);
+  if (!byComplexity) byGrants.set(k.grants, (byComplexity = new WeakMap()));
+  const hit = byComplexity.get(c);
+  // A frozen complexity object (query.ts makes one per source settings) cannot have changed since its
+  // prefix was made; any other is read again (its JSON compared) on every call.
+  const fixed = c === NO_COMPLEXITY || Object.isFrozen(c);
+  if (hit && hit.sourceId === k.sourceId && fixed) return hit.prefix;
+  const complexity = JSON.stringify(k.complexity ?? null);
+  if (hit && hit.sourceId === k.sourceId && hit.complexity === complexity) return hit.prefix;
+  const prefix = `${k.sourceId}\u0000${contentFingerprint(k.catalog)}\u0000${contentFingerprint(k.grants)}\u0000${complexity}\u0000`;
+  byComplexity.set(c, { sourceId: k.sourceId, complexity, prefix });
+  return prefix;
+}
+
+/** Per policies array and roles array: the last policy key made (AnalysisCache.policyKey). */
+const policyKeys = new WeakMap<Policy[], WeakMap<string[], { identityId: string; identityName: string; key: string }>>();
+
 export class AnalysisCache {
   private readonly lru: LRUCache<string, Entry>;
   /** Lookups answered from the cache / computed. */
@@ -120,7 +153,7 @@ export class AnalysisCache {
   }
 
   private key(k: AnalysisKey): string {
-    return `${k.sourceId}\u0000${contentFingerprint(k.catalog)}\u0000${contentFingerprint(k.grants)}\u0000${JSON.stringify(k.complexity ?? null)}\u0000${k.sql}`;
+    return keyPrefix(k) + k.sql;
   }
 
   /**
@@ -185,7 +218,14 @@ export class AnalysisCache {
 
   /** Key of a policy verdict: the active policies' content and the policy subject. */
   static policyKey(policies: Policy[], subject: { identityId: string; identityName: string; roles: string[] }): string {
-    return `${contentFingerprint(policies)}\u0000${subject.identityId}\u0000${subject.identityName}\u0000${subject.roles.join(',')}`;
+    // Made once per policies array, roles array (the evaluator's frozen answer) and identity (issue 28, h28l).
+    let byRoles = policyKeys.get(policies);
+    if (!byRoles) policyKeys.set(policies, (byRoles = new WeakMap()));
+    const hit = byRoles.get(subject.roles);
+    if (hit && hit.identityId === subject.identityId && hit.identityName === subject.identityName) return hit.key;
+    const key = `${contentFingerprint(policies)}\u0000${subject.identityId}\u0000${subject.identityName}\u0000${subject.roles.join(',')}`;
+    byRoles.set(subject.roles, { identityId: subject.identityId, identityName: subject.identityName, key });
+    return key;
   }
 
   /** Drops every entry (called on every interlock_control notification). */

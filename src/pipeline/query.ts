@@ -83,6 +83,21 @@ export interface QueryPipelineDeps {
   connectorRequest?: (source: SourceRecord, request: Record<string, unknown>, ctx: ToolCallContext, evaluator: AccessEvaluator) => Promise<ToolOutcome>;
 }
 
+/** The complexity limits per source settings object (frozen: the analysis key's prefix is made once for them). */
+const complexities = new WeakMap<object, ComplexityLimits>();
+
+/**
+ * complexityLimitsFromSettings of `settings`, made once per settings object (the store hands out the
+ * same object until the source changes) and frozen, so the analysis cache keys it without reading
+ * it again per call (issue 28, h28l).
+ */
+function complexityOf(settings: SourceRecord['settings']): ComplexityLimits {
+  if (settings === null || typeof settings !== 'object') return complexityLimitsFromSettings(settings);
+  let c = complexities.get(settings);
+  if (!c) complexities.set(settings, (c = Object.freeze(complexityLimitsFromSettings(settings))));
+  return c;
+}
+
 /** Audit facts collected along the pipeline (never values, never keys). */
 function details(ctx: ToolCallContext): Record<string, unknown> {
   return (ctx as ToolCallContext & { auditDetails?: Record<string, unknown> }).auditDetails ?? {};
@@ -95,17 +110,19 @@ export function queryHandler(deps: QueryPipelineDeps): ToolHandler {
   const handler = pipeline(deps, now, analyses);
   // Every event of a call with a statement records its fingerprint, also when the call was refused
   // before analysis finished (parse or classification time, issue 11): never the text itself.
-  return async (args, ctx) => {
-    const out = await handler(args, ctx);
-    const audit = details(ctx);
-    if (typeof args.sql === 'string' && typeof audit.fingerprint !== 'string') {
-      const facts = statementAuditFacts(args.sql, deps.maskSecret);
-      Object.assign(audit, facts);
-      // A parser's message can quote the text; the analyser's name only identifiers.
-      if (facts.statement_unparsed) delete audit.refusal_message;
-    }
-    return out;
-  };
+  // One `then` after the pipeline, not an async wrapper awaiting it (issue 28, h28l: one promise and
+  // one resumption less per call); the pipeline's rejection passes through unchanged.
+  return (args, ctx) =>
+    handler(args, ctx).then((out) => {
+      const audit = details(ctx);
+      if (typeof args.sql === 'string' && typeof audit.fingerprint !== 'string') {
+        const facts = statementAuditFacts(args.sql, deps.maskSecret);
+        Object.assign(audit, facts);
+        // A parser's message can quote the text; the analyser's name only identifiers.
+        if (facts.statement_unparsed) delete audit.refusal_message;
+      }
+      return out;
+    });
 }
 
 function pipeline(deps: QueryPipelineDeps, now: () => Date, analyses: AnalysisCache): ToolHandler {
@@ -149,7 +166,7 @@ function pipeline(deps: QueryPipelineDeps, now: () => Date, analyses: AnalysisCa
       deps.onCatalogStale?.({ sourceId, requestId: ctx.requestId, reason: 'snapshot_outdated' });
       return CATALOG_STALE;
     }
-    const complexity = complexityLimitsFromSettings(source.settings);
+    const complexity = complexityOf(source.settings);
     const cached = analyses.analyse({ sourceId, sql, catalog, grants, complexity }, () => authorizeSql(evaluator, sourceId, sql, catalog, complexity));
     const { analysis, relations } = cached.entry;
     if (!analysis.ok) {
@@ -324,7 +341,20 @@ function pipeline(deps: QueryPipelineDeps, now: () => Date, analyses: AnalysisCa
       let read;
       const readStarted = performance.now();
       try {
-        read = await connector.read(runSql, params, { maxRows, maxBytes: deps.maxResultBytes ?? 4 * 1024 * 1024, signal: ctx.signal, identityId: identity.id, ...(rowPlan ? { settings: rowPlan.settings } : {}), ...(guard ? { guard } : {}), ...(fnGuard ? { functionGuard: fnGuard } : {}), ...(ctx.sourceWait ? { poolWait: ctx.sourceWait } : {}), searchPath: catalog.searchPath, ...(analysis.userFunctions?.length ? { retryIfLost: false } : {}) });
+        // One literal of a fixed shape, absent options undefined (issue 28, h28l: no conditional
+        // spreads copied into it per read; the connector reads each option by truthiness).
+        read = await connector.read(runSql, params, {
+          maxRows,
+          maxBytes: deps.maxResultBytes ?? 4 * 1024 * 1024,
+          signal: ctx.signal,
+          identityId: identity.id,
+          settings: rowPlan ? rowPlan.settings : undefined,
+          guard: guard ?? undefined,
+          functionGuard: fnGuard ?? undefined,
+          poolWait: ctx.sourceWait ?? undefined,
+          searchPath: catalog.searchPath,
+          retryIfLost: analysis.userFunctions?.length ? false : undefined,
+        });
       } catch (err) {
         const sqlState = (err as { sqlState?: string }).sqlState;
         // A row view dropped on the source since it was made (42P01, undefined table; e.g. by an

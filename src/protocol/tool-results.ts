@@ -89,7 +89,8 @@ export function serializeMessage(message: unknown): string {
   const rows = sc && typeof sc === 'object' ? sc.rows : undefined;
   const json = rows && typeof rows === 'object' ? serializedRows(rows) : undefined;
   if (json === undefined) return jsonText(message);
-  return withRows(jsonText({ ...m, result: { ...m!.result, structuredContent: { ...sc, rows: ROWS_TOKEN } } }), json);
+  // No placeholder in the text (a toJSON replaced the object that held it): serialised in full (h28l).
+  return withRows(jsonText({ ...m, result: { ...m!.result, structuredContent: { ...sc, rows: ROWS_TOKEN } } }), json) ?? jsonText(message);
 }
 
 /** The complete envelope of a result outcome (the same in every dialect and version). */
@@ -111,15 +112,16 @@ function storedResult(o: Extract<ToolOutcome, { kind: 'result' }>): Record<strin
     r = resultOf(o);
     const sc = r.structuredContent as { rows?: unknown } | undefined;
     const rows = sc && typeof sc.rows === 'object' && sc.rows !== null ? serializedRows(sc.rows) : undefined;
-    freezeResultJson(r, rows === undefined ? jsonText(r) : withRows(jsonText({ ...r, structuredContent: { ...sc, rows: ROWS_TOKEN } }), rows));
+    freezeResultJson(r, (rows === undefined ? undefined : withRows(jsonText({ ...r, structuredContent: { ...sc, rows: ROWS_TOKEN } }), rows)) ?? jsonText(r));
     storedResults.set(o, r);
   }
   return r;
 }
 
-/** `s` (a serialisation with ROWS_TOKEN standing for structuredContent.rows) with the rows' text `rows` in its place. */
-function withRows(s: string, rows: string): string {
+/** `s` (a serialisation with ROWS_TOKEN standing for structuredContent.rows) with the rows' text `rows` in its place; undefined when `s` holds no placeholder (a toJSON replaced the object that held it). */
+function withRows(s: string, rows: string): string | undefined {
   const i = s.indexOf(ROWS_SLOT);
+  if (i < 0) return undefined;
   return `${s.slice(0, i)}"rows":${rows}${s.slice(i + ROWS_SLOT.length)}`;
 }
 

@@ -58,6 +58,8 @@ export class SourcePools {
   private closed = false;
   /** The lookup path new connections are pinned to (startup `search_path`, task hrt42); null: not pinned yet. */
   private path: readonly string[] | null = null;
+  /** The caller's array `path` was last found equal to (pinSearchPath's identity check). */
+  private pinnedFrom: readonly string[] | null = null;
   /** Per pool, its clients that completed connecting and have not ended (see checkout). */
   private readonly connected = new WeakMap<pg.Pool, Set<pg.PoolClient>>();
   /** Per pool, when (performance.now(), ms) a client last completed connecting (see waitFailure). */
@@ -82,9 +84,15 @@ export class SourcePools {
    * connection still checked out is dropped when released; read.ts drops one on an older path). Absent: no change.
    */
   pinSearchPath(path: readonly string[] | undefined): void {
-    if (!path || this.closed) return;
+    // The array last pinned from (a catalogue snapshot's searchPath, never edited): nothing to compare
+    // on every read of the same snapshot (issue 28, h28l).
+    if (!path || this.closed || path === this.pinnedFrom) return;
     const cur = this.path;
-    if (cur && cur.length === path.length && cur.every((s, i) => s === path[i])) return;
+    if (cur && samePath(cur, path)) {
+      this.pinnedFrom = path;
+      return;
+    }
+    this.pinnedFrom = path;
     this.path = Object.freeze([...path]);
     for (const old of [this.readerPool, this.writerPool]) {
       if (old) this.retire(old);
@@ -269,4 +277,11 @@ export class SourcePools {
     else this.writerPool = pool;
     return pool;
   }
+}
+
+/** Whether two lookup paths name the same schemas in the same order. */
+function samePath(a: readonly string[], b: readonly string[]): boolean {
+  if (a.length !== b.length) return false;
+  for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return false;
+  return true;
 }

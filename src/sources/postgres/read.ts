@@ -69,7 +69,10 @@ async function loadTypes(ctx: StatementContext, types: SourceTypes, oids: number
 
 /** True when both paths name the same schemas in the same order. */
 function samePath(a: readonly string[], b: readonly string[]): boolean {
-  return a.length === b.length && a.every((x, i) => x === b[i]);
+  if (a === b) return true;
+  if (a.length !== b.length) return false;
+  for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return false;
+  return true;
 }
 
 /**

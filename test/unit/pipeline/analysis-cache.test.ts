@@ -180,3 +180,73 @@ test("row-rule shapes live in their statement's entry: computed once per run tex
   c.analyse({ sourceId: 's', sql: 'a', catalog: cat, grants: [] }, compute).rowRules('a', shape('after clear'));
   expect(shaped).toBe(before + 1);
 });
+
+describe('the analysis and policy keys made once per statement context (issue 28, h28l)', () => {
+  const grants = [{ sourceId: 's', role: allowAll }] as never;
+  const entry = () => ({ analysis: { ok: true }, relations: [], denied: null }) as never;
+
+  test('a frozen complexity object: the key prefix (fingerprints, limits JSON) is not made again per call', () => {
+    const cache = new AnalysisCache();
+    const cat = catalog();
+    const complexity = Object.freeze({ maxJoins: 8, maxDepth: 4 });
+    const compute = jest.fn(entry);
+    cache.analyse({ sourceId: 's', sql: 'SELECT 1', catalog: cat, grants, complexity }, compute);
+    const spy = jest.spyOn(JSON, 'stringify');
+    try {
+      cache.analyse({ sourceId: 's', sql: 'SELECT 1', catalog: cat, grants, complexity }, compute);
+      cache.analyse({ sourceId: 's', sql: 'SELECT 2', catalog: cat, grants, complexity }, compute);
+      expect(spy).not.toHaveBeenCalled();
+    } finally {
+      spy.mockRestore();
+    }
+    expect(compute).toHaveBeenCalledTimes(2);
+    expect(cache.hits).toBe(1);
+    // Another source id over the same objects is another key.
+    cache.analyse({ sourceId: 't', sql: 'SELECT 1', catalog: cat, grants, complexity }, compute);
+    expect(compute).toHaveBeenCalledTimes(3);
+  });
+
+  test('a complexity object that is not frozen is keyed by its content on every call: edited in place, it misses', () => {
+    const cache = new AnalysisCache();
+    const cat = catalog();
+    const complexity = { maxJoins: 8 };
+    const compute = jest.fn(entry);
+    cache.analyse({ sourceId: 's', sql: 'SELECT 1', catalog: cat, grants, complexity }, compute);
+    cache.analyse({ sourceId: 's', sql: 'SELECT 1', catalog: cat, grants, complexity }, compute);
+    expect(compute).toHaveBeenCalledTimes(1);
+    complexity.maxJoins = 2;
+    cache.analyse({ sourceId: 's', sql: 'SELECT 1', catalog: cat, grants, complexity }, compute);
+    expect(compute).toHaveBeenCalledTimes(2);
+    cache.analyse({ sourceId: 's', sql: 'SELECT 1', catalog: cat, grants, complexity: { maxJoins: 8 } }, compute);
+    expect(compute).toHaveBeenCalledTimes(2);
+  });
+
+  test('policyKey: the same text for the same policies, roles and identity; another identity name or id is another key', () => {
+    const policies = [] as never[];
+    const roles = Object.freeze(['reader']) as unknown as string[];
+    const a = AnalysisCache.policyKey(policies, { identityId: 'i1', identityName: 'n1', roles });
+    expect(AnalysisCache.policyKey(policies, { identityId: 'i1', identityName: 'n1', roles })).toBe(a);
+    expect(a).toBe(`${contentFingerprint(policies)}\u0000i1\u0000n1\u0000reader`);
+    expect(AnalysisCache.policyKey(policies, { identityId: 'i1', identityName: 'n2', roles })).toBe(`${contentFingerprint(policies)}\u0000i1\u0000n2\u0000reader`);
+    expect(AnalysisCache.policyKey(policies, { identityId: 'i2', identityName: 'n2', roles })).toBe(`${contentFingerprint(policies)}\u0000i2\u0000n2\u0000reader`);
+    expect(AnalysisCache.policyKey(policies, { identityId: 'i1', identityName: 'n1', roles: ['reader', 'writer'] })).toBe(`${contentFingerprint(policies)}\u0000i1\u0000n1\u0000reader,writer`);
+  });
+});
+
+test('interlock_query\'s handler adds one promise around the pipeline, no async wrapper (issue 28, h28l)', async () => {
+  const t = setup();
+  expect(ok(await t.call(SQL))).toBe(true); // warm: the analysis cached, the store's answers in memory
+  const { createHook } = await import('node:async_hooks');
+  let promises = 0;
+  const hook = createHook({ init: (_id, type) => void (type === 'PROMISE' && promises++) });
+  // A refusal decided before any step that awaits: the pipeline's own promise and the handler's.
+  const refused = queryHandler({ store: new MemoryGovernanceStore(), connectors: { reader: () => ({ read: async () => ({ fields: [], rowsArray: [], truncated: false }) }) }, rateLimiter: memoryRateLimiter(), cache: new ResultCache({ ttlMs: 0, maxBytes: 0 }), catalog: () => null, maskSecret: 's' });
+  const noIdentity = { ...ctx('me'), identity: null };
+  hook.enable();
+  const p = refused({ source_id: 'db', sql: SQL }, noIdentity);
+  hook.disable();
+  expect(await p).toEqual({ kind: 'refusal', code: 'identity_required' });
+  expect(promises).toBe(2);
+  // The statement's fingerprint is still recorded for a call refused before analysis.
+  expect(typeof noIdentity.auditDetails.fingerprint).toBe('string');
+});

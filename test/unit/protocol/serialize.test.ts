@@ -135,3 +135,27 @@ describe('a cached read\'s stored answer (issue 28): rendered and serialised on 
     expect(r1.kind === 'result' && r2.kind === 'result' && r1.result !== r2.result).toBe(true);
   });
 });
+
+describe('remembered rows in any other shape (h28l)', () => {
+  test('every other shape around remembered rows is still exactly JSON.stringify', () => {
+    const rs = [{ a: 1, b: 'x"y' }];
+    const r = queryResult(rs, true, false, ['b'], 'max_bytes');
+    const result = r.kind === 'result' ? { content: r.content, structuredContent: r.structuredContent } : {};
+    const sc = (result as { structuredContent: Record<string, unknown> }).structuredContent;
+    const shapes: unknown[] = [
+      { jsonrpc: '2.0', id: 'x"y\u2028', result: { ...result, isError: false, resultType: 'complete' } },
+      { jsonrpc: '2.0', id: null, result },
+      { jsonrpc: '2.0', id: -0, result },
+      { jsonrpc: '2.0', id: Number.NaN, result },
+      { jsonrpc: '2.0', id: undefined, result },
+      { id: 1, jsonrpc: '2.0', result },
+      { jsonrpc: '2.0', id: 1, result, extra: 1 },
+      { jsonrpc: '2.0', id: 1, result: { ...result, skipped: undefined, fn: () => 1, when: new Date(0) } },
+      { jsonrpc: '2.0', id: 1, result: { ...result, structuredContent: { ...sc, gone: undefined, n: 2, list: ['a', null] } } },
+      { jsonrpc: '2.0', id: 1, result: { ...result, structuredContent: { ...sc, toJSON: () => ({ other: true }) } } },
+      { jsonrpc: '2.0', id: 1, result: { ...result, toJSON: () => 'replaced' } },
+      { jsonrpc: '2.0', id: 1, result: { structuredContent: sc, content: (result as { content: unknown }).content } },
+    ];
+    for (const msg of shapes) expect(serializeMessage(msg)).toBe(JSON.stringify(msg));
+  });
+});
