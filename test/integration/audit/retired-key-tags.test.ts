@@ -112,4 +112,22 @@ describe('ret47: a retired audit key authenticates nothing stored after its reti
     expect(await fx.t.db.pool.query<{ r: string[] }>('SELECT interlock_audit_retire_key($1) AS r', [old.id]).then((x) => x.rows[0].r)).toEqual([old.id]);
     expect((await fx.t.db.pool.query('SELECT retired_after FROM audit_keyed_trail')).rows[0].retired_after).toEqual({ [old.id]: mark });
   });
+
+  // Shown failing without the fix: with the trigger off, the open chain's next batch under the retired key verified (ok: true).
+  test('a keyed batch under the retired id past the mark (only with the owner\'s trigger off: the database refuses it) is named retired_key too, key given or not', async () => {
+    const old = randomAuditKey();
+    const newer = randomAuditKey();
+    const { keys } = await rotated(old, newer);
+    const open = new ChainLane(fx.rt, old);
+    const before = await open.append([auditRow('o1')], 5000);
+    await retireAuditKeyId(fx.t.db, old.id, newer.id, { operator: 'ret47' });
+    expect(await open.append([auditRow('o2')], 5000).then(() => 'stored', (e: { code?: string }) => e.code)).toBe('42501');
+    // The owner (or a restore without the trigger) lets one in.
+    await fx.t.db.pool.query('ALTER TABLE audit_batches DISABLE TRIGGER audit_batches_unkeyed_refused');
+    const late = await open.append([auditRow('o3')], 5000);
+    await fx.t.db.pool.query('ALTER TABLE audit_batches ENABLE TRIGGER audit_batches_unkeyed_refused');
+    const r = await verifyAuditChain(fx.t.db, { keys });
+    expect([faultPairs(r), r.mismatches[0]?.keyId, BigInt(before) < BigInt(late)]).toEqual([[[late, 'retired_key']], old.id, true]);
+    expect(faultPairs(await verifyAuditChain(fx.t.db, { keys: new Map([[newer.id, newer]]) })).filter(([b]) => b === late)).toEqual([[late, 'retired_key']]);
+  });
 });
