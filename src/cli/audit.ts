@@ -138,7 +138,7 @@ export function registerAuditChainCommands(aud: Command, session: (cmd: Command)
     });
   aud
     .command('retire-key')
-    .description('retire a registered audit key id (owner only), e.g. a key known stolen, after the rotation away from it: the database refuses every new batch under it; verify still authenticates its batches with the key given (audit.previous_keys). Not the key configured now, nor the last registered id not retired')
+    .description('retire a registered audit key id (owner only), e.g. a key known stolen, after the rotation away from it: the database refuses every new batch under it; verify still authenticates its batches stored before with the key given (audit.previous_keys), and names anything under it stored after (retired_key). Not the key configured now, nor the last registered id not retired')
     .argument('<key-id>', 'the key id (16 hex digits, as require-key and the gateway\'s start log print it)')
     .action(async (keyId: string, _o: unknown, cmd: Command) => {
       const s = session(cmd);
