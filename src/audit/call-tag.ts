@@ -10,7 +10,8 @@
  * column of the event (kind, time, request, identity, decision, approval id, statement fingerprint,
  * details …) but not its batch. On a keyed trail, verify given the keys names a format-2 batch holding a
  * tool-call event without a valid tag (`unkeyed_batch`, src/audit/verify.ts), and a second event
- * carrying a tag already verified (a copy of a genuine one stored again) `inserted_batch`.
+ * carrying a tag already verified (a copy of a genuine one stored again) `inserted_batch`. A tag under a
+ * retired key id in a batch stored after the retirement is `retired_key` (task ret47), valid or not.
  * docs/operators.md ("The audit key").
  */
 import { createHmac, timingSafeEqual } from 'node:crypto';

@@ -7,7 +7,8 @@
  * the row: no batch anyone inserts keys the trail. Called by `interlock audit require-key`
  * (src/cli/audit.ts) and, at start, by a gateway whose role owns the trail (src/gateway.ts).
  * A registered id can be retired (retireAuditKeyId, `interlock audit retire-key`; migration
- * 20261216110000000_audit-key-retire_low47): the trigger then refuses every batch under it.
+ * 20261216110000000_audit-key-retire_low47): the trigger then refuses every batch under it, and verify
+ * names anything under it stored after the retirement (`retired_key`, task ret47).
  * docs/operators.md ("The audit key").
  */
 import type pg from 'pg';
@@ -92,7 +93,9 @@ export interface KeyRetirement {
  * Retires the registered audit key id `keyId` (`interlock audit retire-key`, task low47): from the
  * commit on, the owner's trigger refuses every batch under it (42501, "is retired"), a running
  * gateway's open chains included; batches stored under it stay, and verify authenticates them with the
- * key given. Recorded as config event `audit_key_retired` ({keyId}) in `actor`'s name, in the same
+ * key given. The database function also records the batch id sequence's high-water mark, read with no
+ * batch in flight (audit_keyed_trail.retired_after, task ret47): verify names a batch under the id, or a
+ * queued call tagged under it (call-tag.ts), stored past it (`retired_key`). Recorded as config event `audit_key_retired` ({keyId}) in `actor`'s name, in the same
  * transaction. Owner only (the runtime role gets 42501). Throws ValidationError when `keyId` is not
  * AUDIT_KEY_ID_LENGTH lowercase hex digits, is `configured` (the signing key's id of the caller's
  * configuration), is the last registered id not retired, or the trail is not keyed; NotFoundError when

@@ -14,7 +14,9 @@
  * names (`unknown_key` when no key given has that id); a format-3 batch after the trail was keyed
  * (audit_keyed_trail.since_batch, written by the owner only) or after the first batch a key given
  * authenticates is named `unkeyed_batch` (a format-5 batch the key does not authenticate moves
- * nothing: the runtime role may insert one; red team rt46b G2). Without any key,
+ * nothing: the runtime role may insert one; red team rt46b G2). A format-5 batch, or a queued call's tag,
+ * under a key id retired before the batch was stored (its id past audit_keyed_trail.retired_after) is
+ * named `retired_key` (task ret47). Without any key,
  * keyed batches are checked for their links only and the report says they are not authenticated
  * (`keyed.fault` 'key_needed', ok false).
  *
@@ -48,16 +50,20 @@ import { PENDING_STALE_MS } from './pending';
  * other than a queued write's whose approval exists for the same identity, or (keys given) a tool-call
  * event without a valid audit-key tag (call-tag.ts, red team rt46b G1) (`unkeyed_batch`: written without the audit key, so by anyone holding
  * the runtime role's credential, through its INSERTs or the append functions; red team rt45b F1); a format-5 batch whose key id
- * names none of the keys given (`unknown_key`: a key forged, or an old key not passed to verify).
+ * names none of the keys given (`unknown_key`: a key forged, or an old key not passed to verify); a
+ * format-5 batch under a retired key id, or a format-2 batch holding a tool-call event tagged under one
+ * (details.audit_tag.key_id), whose batch id is past the mark recorded when that id was retired
+ * (audit_keyed_trail.retired_after, owner only; `retired_key`: stored after the retirement, so not by a
+ * gateway of yours: by a holder of the retired key, leaked, and the runtime role's credential; task ret47).
  */
-export type ChainFault = 'hash_mismatch' | 'broken_link' | 'inserted_batch' | 'anchor_mismatch' | 'events_without_batch' | 'misplaced_config' | 'unkeyed_batch' | 'unknown_key';
+export type ChainFault = 'hash_mismatch' | 'broken_link' | 'inserted_batch' | 'anchor_mismatch' | 'events_without_batch' | 'misplaced_config' | 'unkeyed_batch' | 'unknown_key' | 'retired_key';
 
 /** One batch that does not match. `committedAt` is null for events whose batch does not exist. */
 export interface ChainMismatch {
   batchId: string;
   committedAt: string | null;
   fault: ChainFault;
-  /** For `unknown_key`: the key id the batch names (16 hex digits), so an operator can tell a key not given from a forged id. */
+  /** For `unknown_key`: the key id the batch names (16 hex digits), so an operator can tell a key not given from a forged id; for `retired_key`: the retired key id the batch or its tag names. */
   keyId?: string;
 }
 
@@ -273,6 +279,29 @@ function callTagsOf(rows: StoredV2Row[]): string[] {
   return tags;
 }
 
+/**
+ * The first retired key id (a key of `retiredAfter`, audit_keyed_trail.retired_after: id → the batch id
+ * mark recorded at its retirement) that a batch with id `batchId` names past its mark: `macKeyId` (format
+ * 5) or the key_id of a tool-call event's tag among `rows` (format 2); null when none. Task ret47.
+ */
+function retiredKeyOf(retiredAfter: ReadonlyMap<string, bigint>, batchId: string, macKeyId: string | null, rows: StoredV2Row[]): string | null {
+  if (retiredAfter.size === 0) return null;
+  const id = BigInt(batchId);
+  const past = (k: unknown): k is string => typeof k === 'string' && retiredAfter.has(k) && id > retiredAfter.get(k)!;
+  if (past(macKeyId)) return macKeyId;
+  for (const r of rows) {
+    if (r.kind !== 'tool_call') continue;
+    let k: unknown;
+    try {
+      k = (JSON.parse(r.details) as { audit_tag?: { key_id?: unknown } } | null)?.audit_tag?.key_id;
+    } catch {
+      continue; // details no writer produced: the batch's hash does not match anyway
+    }
+    if (past(k)) return k;
+  }
+  return null;
+}
+
 /** Whether stored events `rows` hold a tool-call event without a valid tag under `keys` (call-tag.ts). */
 function untaggedCall(keys: ReadonlyMap<string, AuditKey>, rows: StoredV2Row[]): boolean {
   return rows.some((r) => r.kind === 'tool_call' && !callTagValid(keys, rowFromStored(r)));
@@ -357,8 +386,14 @@ export async function verifyAuditChain(db: ControlDb, opts: { since?: Date; arch
     // From which batch id an unkeyed (format-3) batch is a fault: the owner's audit_keyed_trail, else the first keyed batch a key given authenticates below.
     // A trail not migrated to format 5 yet (migration 20261216100000000) has neither that table nor mac_key_id.
     const keyedSchema = (await c.query<{ k: boolean }>("SELECT to_regclass('audit_keyed_trail') IS NOT NULL AS k")).rows[0].k;
-    const latch = keyedSchema ? await c.query<{ since: string }>('SELECT since_batch::text AS since FROM audit_keyed_trail') : { rows: [] };
+    // to_jsonb: a control database migrated to format 5 but not to the key retirement (migration 20261216110000000) has no retired_after.
+    const latch = keyedSchema
+      ? await c.query<{ since: string; retired: Record<string, unknown> | null }>("SELECT since_batch::text AS since, to_jsonb(t) -> 'retired_after' AS retired FROM audit_keyed_trail t")
+      : { rows: [] };
     let keyedSince: bigint | null = latch.rows.length ? BigInt(latch.rows[0].since) : null;
+    // Each retired key id's mark (task ret47): a batch under it, or a queued call tagged under it, with a greater batch id was stored after its retirement.
+    const retiredAfter = new Map<string, bigint>();
+    for (const [k, v] of Object.entries(latch.rows[0]?.retired ?? {})) if (typeof v === 'string' && /^-?[0-9]{1,19}$/.test(v)) retiredAfter.set(k, BigInt(v));
     // Tags of the queued calls already verified: a tagged event stored again (a copy of a genuine one) is named.
     const seenCallTags = new Set<string>();
     const pend = await c.query<{ n: number; oldest: Date | null; stale: number }>(
@@ -444,6 +479,7 @@ export async function verifyAuditChain(db: ControlDb, opts: { since?: Date; arch
         const m = (f: ChainFault) => fault({ batchId: b.id, committedAt: safeIso(b.committed_at), fault: f });
         let tags: string[] = [];
         let linked = true;
+        let retired: string | null = null;
         if (b.format === 5) report.keyed.batches++;
         if (b.format === 3 || b.format === 5) {
           const key = b.chain_id ?? '';
@@ -476,6 +512,8 @@ export async function verifyAuditChain(db: ControlDb, opts: { since?: Date; arch
         } else if (b.unwritable) m('hash_mismatch');
         else if (b.archived && b.events === 0 && b.event_count > 0 && fileSpan && b.committed_at >= fileSpan.from && b.committed_at <= fileSpan.to) m('hash_mismatch');
         else if (b.archived && b.events === 0) report.archivedBatchesSkipped++;
+        // Under a retired key id past its retirement's mark (task ret47): named whether or not that key is given (the id is on the batch).
+        else if (b.format === 5 && (retired = retiredKeyOf(retiredAfter, b.id, b.mac_key_id, [])) !== null) fault({ batchId: b.id, committedAt: safeIso(b.committed_at), fault: 'retired_key', keyId: retired });
         else if (b.format === 5 && keys.size === 0) {
           // No key: its links were checked above, its tag cannot be (ok is false: key_needed).
           // It does not move keyedSince: anyone may insert a format-5 batch (red team rt46b G2).
@@ -495,6 +533,9 @@ export async function verifyAuditChain(db: ControlDb, opts: { since?: Date; arch
           }
           if (!bufEq(recomputed, b.hash)) m('hash_mismatch');
           else if ((b.format === 3 || b.format === 5) && (v2.get(b.id) ?? []).some((e) => e.kind === 'config')) m('misplaced_config');
+          // A queued call tagged under a retired key id, stored after its retirement (task ret47): its tag may well verify (the thief holds the
+          // leaked key), so it is named before the tags are checked, whether or not that key is given.
+          else if (b.format === 2 && (retired = retiredKeyOf(retiredAfter, b.id, null, v2.get(b.id) ?? [])) !== null) fault({ batchId: b.id, committedAt: safeIso(b.committed_at), fault: 'retired_key', keyId: retired });
           // After the trail became keyed, tool calls come from the keyed lanes; a format-1/2 batch (the
           // database's append functions, which the runtime role may call) holds only a queued write's.
           // Given the keys, a queued write's tool-call event there carries the key's tag (call-tag.ts, red team rt46b G1).

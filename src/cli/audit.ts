@@ -109,7 +109,11 @@ export function registerAuditChainCommands(aud: Command, session: (cmd: Command)
         const more = r.mismatchCount > 1 ? `; ${r.mismatchCount} batch(es) do not match in all (${r.mismatches.map((x) => x.batchId).join(', ')}${r.mismatchCount > r.mismatches.length ? ', …' : ''})` : '';
         const archive = r.archive && !r.archive.recorded ? `; the archive file is not one audit_archives records` : '';
         // unknown_key: name the batch's key id and the ids given, so a key left out (rotation) is told apart from a forged id (nu46).
-        const key = m.fault === 'unknown_key' ? ` (the batch names audit key id ${m.keyId}; the keys given have id(s) ${r.keyed.keyIdsGiven.join(', ') || 'none'}: give that key, e.g. in INTERLOCK_AUDIT_PREVIOUS_KEYS, or the batch was not written by a gateway of yours)` : '';
+        // retired_key (task ret47): stored after its key id was retired, so by a holder of that key (leaked) and the runtime role's credential, or a gateway still running it.
+        const key =
+          m.fault === 'unknown_key' ? ` (the batch names audit key id ${m.keyId}; the keys given have id(s) ${r.keyed.keyIdsGiven.join(', ') || 'none'}: give that key, e.g. in INTERLOCK_AUDIT_PREVIOUS_KEYS, or the batch was not written by a gateway of yours)`
+          : m.fault === 'retired_key' ? ` (the batch, or a queued call's tag in it, names audit key id ${m.keyId}, stored after that id was retired (\`interlock audit retire-key\`): written with the retired key, by whoever holds it, not by a gateway running a key in use)`
+          : '';
         // Every batch that does not match only names a key not given (nu47: after a rotation without the old key, BROKEN read as tampering): NOT AUTHENTICATED, still exit 1.
         const keysOnly = r.mismatchCount === r.mismatches.length && r.mismatches.every((x) => x.fault === 'unknown_key') && !archive;
         s.print(`audit chain ${keysOnly ? 'NOT AUTHENTICATED' : 'BROKEN'} at batch ${m.batchId}${m.committedAt ? ` (committed ${m.committedAt})` : ''}: ${m.fault}${key}${more}${archive}; ${summary}${keyed}${pending}`, r);
@@ -134,7 +138,7 @@ export function registerAuditChainCommands(aud: Command, session: (cmd: Command)
     });
   aud
     .command('retire-key')
-    .description('retire a registered audit key id (owner only), e.g. a key known stolen, after the rotation away from it: the database refuses every new batch under it; verify still authenticates its batches with the key given (audit.previous_keys). Not the key configured now, nor the last registered id not retired')
+    .description('retire a registered audit key id (owner only), e.g. a key known stolen, after the rotation away from it: the database refuses every new batch under it; verify still authenticates its batches stored before with the key given (audit.previous_keys), and names anything under it stored after (retired_key). Not the key configured now, nor the last registered id not retired')
     .argument('<key-id>', 'the key id (16 hex digits, as require-key and the gateway\'s start log print it)')
     .action(async (keyId: string, _o: unknown, cmd: Command) => {
       const s = session(cmd);

@@ -146,9 +146,10 @@ describe('rt47a: a stolen runtime credential against a keyed trail', () => {
   });
 
   // Fixed by `interlock audit retire-key` (task low47, built beside this red team): the owner retires the
-  // leaked id and the trigger refuses every batch under it, an open chain's next one included. Open: a
-  // queued call's tag (details.audit_tag, in a format-2 batch the trigger does not judge by key) made
-  // with the retired key after its retirement is still authenticated by verify given that key.
+  // leaked id and the trigger refuses every batch under it, an open chain's next one included. A queued
+  // call's tag (details.audit_tag, in a format-2 batch the trigger does not judge by key) made with the
+  // retired key after its retirement was still authenticated by verify given that key: named
+  // `retired_key` since task ret47 (test/integration/audit/retired-key-tags.test.ts).
   test('finding H5 (medium, fixed by retire-key): after the rotation the rotated-out (leaked) key can be retired, and a chain under it is refused', async () => {
     const oldKey = newKey();
     const newer = newKey();
