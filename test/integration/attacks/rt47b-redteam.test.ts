@@ -1,0 +1,93 @@
+/**
+ * Red team rt47b: this session's changes (2026-12-07) attacked by a fresh attacker with the
+ * privileges docs/ threat model gives. Real PostgreSQL, loopback only. Each test is one attack; its
+ * name says whether it is a finding (severity, fixed or open) or an attack that held.
+ *
+ *   J1 medium, fixed: `audit verify` says NOT AUTHENTICATED (nu47, 616b64e) when every mismatch is
+ *      unknown_key. A holder of the runtime credential appends a format-5 batch to a genuine keyed
+ *      chain (next seq, prev_hash = the chain's last tag: the trigger checks a genesis and retired ids
+ *      only) under a key id nobody has, with events of its choosing; verify with the trail's key named
+ *      it unknown_key only, so the forged batch read "NOT AUTHENTICATED … give that key", the wording
+ *      of a rotation whose old key was left out, not BROKEN. A lane tags every batch with one key
+ *      (ChainLane's key is fixed), so a batch whose key id differs from its chain's previous batch's is
+ *      forged whatever keys are given: it is now hash_mismatch (BROKEN), also without any key.
+ */
+import { randomBytes } from 'node:crypto';
+import { eachRuntimeRoleTrail } from '../control/control-db';
+import { ChainLane } from '../../../src/audit/chain';
+import { auditKey } from '../../../src/audit/key';
+import { verifyAuditChain } from '../../../src/audit/verify';
+import { registerAuditKeyIds } from '../../../src/audit/keyed-trail';
+import { runCli } from '../../../src/cli/main';
+import { auditRow, faultPairs } from '../../helpers/audit-events';
+
+jest.setTimeout(120_000);
+
+const BATCH_COLS = 'committed_at, event_count, prev_hash, hash, format, chain_id, seq, mark, anchors, mac_key_id';
+const EVENT_COLS = `kind, time, request_id, identity_id, key_id, tool, canonical_tool, dialect, protocol_version, decision,
+  reason_code, source_id, action, fingerprint, relations, row_count, duration_ms, approval_id, operator, details`;
+
+/** `interlock audit verify` on `url` with `env` set for the call (restored after). */
+async function verifyCli(url: string, env: Record<string, string>): Promise<{ code: number; stdout: string; stderr: string }> {
+  const saved = Object.fromEntries(['INTERLOCK_AUDIT_KEY', 'INTERLOCK_AUDIT_PREVIOUS_KEYS'].map((k) => [k, process.env[k]]));
+  delete process.env.INTERLOCK_AUDIT_KEY;
+  delete process.env.INTERLOCK_AUDIT_PREVIOUS_KEYS;
+  Object.assign(process.env, env);
+  try {
+    let stdout = '';
+    let stderr = '';
+    const code = await runCli(['--database-url', url, 'audit', 'verify'], { out: (t) => (stdout += t.endsWith('\n') ? t : t + '\n'), err: (t) => (stderr += t.endsWith('\n') ? t : t + '\n') });
+    return { code, stdout, stderr };
+  } finally {
+    for (const [k, v] of Object.entries(saved)) if (v === undefined) delete process.env[k];
+    else process.env[k] = v;
+  }
+}
+
+describe('rt47b J1: a stolen runtime credential against verify\'s NOT AUTHENTICATED wording', () => {
+  const fx = eachRuntimeRoleTrail('rt47b');
+
+  // Shown failing without the fix (src/audit/verify.ts): faults were [[forged, 'unknown_key']] and the CLI printed
+  // "audit chain NOT AUTHENTICATED at batch <forged> … unknown_key (… give that key …)".
+  test('finding J1 (medium, fixed): a batch appended to a genuine keyed chain under a key id nobody has is BROKEN, not NOT AUTHENTICATED', async () => {
+    const secret = randomBytes(32).toString('base64');
+    const k = auditKey(secret);
+    await registerAuditKeyIds(fx.t.db.pool, [k.id], 'require_key');
+    const lane = new ChainLane(fx.rt, k);
+    await lane.append([auditRow('j1a')], 5000);
+    const last = await lane.append([auditRow('j1b')], 5000);
+    // The thief: the chain's next place, under an id of no key (16 hex digits, as ids are), a tag it made up, an event it chose.
+    const fake = randomBytes(8).toString('hex');
+    const forged = (
+      await fx.rt.query<{ id: string }>(
+        `INSERT INTO audit_batches (${BATCH_COLS}) SELECT now(), 1, hash, $2, 5, chain_id, seq + 1, NULL, '[]', $3 FROM audit_batches WHERE id = $1 RETURNING id::text`,
+        [last, randomBytes(32), fake],
+      )
+    ).rows[0].id;
+    await fx.rt.query(`INSERT INTO audit_events (${EVENT_COLS}, batch_id, recorded_at) SELECT kind, time, 'j1-forged', identity_id, key_id, tool, canonical_tool, dialect, protocol_version, decision,
+      reason_code, source_id, action, 'SELECT * FROM salaries', relations, row_count, duration_ms, approval_id, operator, details, $2, recorded_at FROM audit_events WHERE batch_id = $1`, [last, forged]);
+
+    expect(faultPairs(await verifyAuditChain(fx.t.db, { keys: new Map([[k.id, k]]) }))).toEqual([[forged, 'hash_mismatch']]);
+    // Without any key: the key id's change is seen all the same.
+    expect(faultPairs(await verifyAuditChain(fx.t.db, {}))).toEqual([[forged, 'hash_mismatch']]);
+    const r = await verifyCli(fx.t.temp.url, { INTERLOCK_AUDIT_KEY: secret });
+    expect(r.code).toBe(1);
+    expect(r.stdout).toMatch(new RegExp(`^audit chain BROKEN at batch ${forged} \\(committed [^)]+\\): hash_mismatch;`));
+  });
+
+  test('held: a genuine chain whose old key is not given stays NOT AUTHENTICATED (the rotation case nu47 words)', async () => {
+    const oldSecret = randomBytes(32).toString('base64');
+    const old = auditKey(oldSecret);
+    const nextSecret = randomBytes(32).toString('base64');
+    const next = auditKey(nextSecret);
+    await registerAuditKeyIds(fx.t.db.pool, [old.id, next.id], 'require_key');
+    const lane = new ChainLane(fx.rt, old);
+    const first = await lane.append([auditRow('j1c')], 5000);
+    const second = await lane.append([auditRow('j1d')], 5000);
+    expect(faultPairs(await verifyAuditChain(fx.t.db, { keys: new Map([[next.id, next]]) }))).toEqual([[first, 'unknown_key'], [second, 'unknown_key']]);
+    const r = await verifyCli(fx.t.temp.url, { INTERLOCK_AUDIT_KEY: nextSecret });
+    expect(r.code).toBe(1);
+    expect(r.stdout).toMatch(new RegExp(`^audit chain NOT AUTHENTICATED at batch ${first} \\(committed [^)]+\\): unknown_key \\(the batch names audit key id ${old.id};`));
+    expect(await verifyCli(fx.t.temp.url, { INTERLOCK_AUDIT_KEY: nextSecret, INTERLOCK_AUDIT_PREVIOUS_KEYS: oldSecret })).toMatchObject({ code: 0 });
+  });
+});
