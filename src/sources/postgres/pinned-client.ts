@@ -42,7 +42,7 @@ function currentSettingsSql(toSet: readonly PinnedSetting[], names: readonly str
   return `SELECT ${[
     ...toSet.map((s, i) => `pg_catalog.set_config('${s.name}', '${s.value}', false) AS c${i}`),
     ...names.map((n, i) => `pg_catalog.current_setting('${n}') AS s${i}`),
-    'pg_catalog.array_to_json(pg_catalog.current_schemas(false))::text AS sp',
+    'pg_catalog.array_to_json(pg_catalog.current_schemas(false))::pg_catalog.text AS sp',
   ].join(', ')}`;
 }
 
