@@ -20,6 +20,24 @@
  *      kind of path again, so reads are refused for everyone and the source is rescanned without end (before,
  *      session_settings_mismatch on every read). Fix: leave pg_my_temp_schema() out of the scan's path
  *      and the verification's (catalog.ts, pinned-client.ts, function-guard.ts).
+ *   J3 high, functions fixed (J3b, operators, open): not this session's change, found while probing item
+ *      1's "can the connection's statements run something else". The catalogue scan (catalog.ts SCAN_SQL,
+ *      run by control/scan.ts on a reader connection with the reader role's own search_path, which was not
+ *      read-only) called json_build_array, json_agg, bool_or, min, count, unnest … unqualified. An insider
+ *      with CREATE on a schema of that path (public) defined public.json_build_array(name, name) (an exact
+ *      match beats pg_catalog's VARIADIC "any": CVE-2018-1058's pattern) and every scan ran it as the
+ *      reader role: it copied a table only the reader may read into the insider's table (shown before the
+ *      fix), and could as well return forged catalogue facts. Fixed: every function of SCAN_SQL (and the
+ *      fragments it includes) and of unreadableRelations is pg_catalog-qualified (a parse-tree test keeps
+ *      SCAN_SQL so), unreadableRelations' operators too, and the scan's connection is read-only.
+ *   J3b high, open (skipped): SCAN_SQL still compares with ~450 unqualified operators, some between
+ *      different types pg_catalog has no exact operator for (`t.typrelid = 0`: oid = integer). An insider's
+ *      public.= (oid, integer) is an exact match and runs as the reader during every scan (shown: the copy as
+ *      in J3; with the read-only scan now the copy fails and so does the scan, 25006, but a function that only
+ *      returns a chosen boolean forges catalogue facts unseen). hook-guard.ts (`typelem <> 0`, `attrelid >=
+ *      16384`) runs on writer connections: the same class, not tested here. Fix: each operator between
+ *      different types with both sides of one type (`0::pg_catalog.oid`) or as OPERATOR(pg_catalog.op), and a
+ *      parse-tree test that every A_Expr of these statements is qualified or between same-typed operands.
  * Held (no test needed beyond the existing suites; by reading): DateStyle's set_config and current_setting
  * are schema-qualified in the verification statement (no shadowing by search_path); interlock_approval_status
  * answers another identity's approval after the same one query as an unknown id; the console's preview is text.
@@ -34,6 +52,9 @@ import { runCli } from '../../../src/cli/main';
 import { connectPinned } from '../../../src/sources/postgres/pinned-client';
 import { pinnedStartupOptions } from '../../../src/sources/postgres/session-settings';
 import { searchPathOption } from '../../../src/sources/postgres/settings';
+import { scanCatalog, SCAN_SQL } from '../../../src/sources/postgres/catalog';
+import { parseSync } from 'libpg-query';
+import { initSqlParser } from '../../../src/sql/parser';
 import { createTempDatabase, pgServer } from '../../helpers/pg';
 import { auditRow, faultPairs } from '../../helpers/audit-events';
 
@@ -130,5 +151,90 @@ describe.skip('rt47b J2 (low, open): a role path starting with pg_temp makes eve
       await admin.end();
       await temp.drop();
     }
+  });
+});
+
+/**
+ * A fresh source database with a reader (SELECT on public.secret only) and an insider (USAGE, CREATE on
+ * public) who runs `insiderSql` (its objects may insert into public.loot, which anyone may); then one
+ * catalogue scan as the reader on its own path. Returns how the scan ended and the rows loot holds.
+ */
+async function scanWithInsider(insiderSql: string[]): Promise<{ scanned: string; loot: Array<{ who: string; v: string }> }> {
+  const temp = await createTempDatabase('rt47b_j3');
+  const tag = randomBytes(4).toString('hex');
+  const reader = `rt47b_j3r_${tag}`;
+  const insider = `rt47b_j3i_${tag}`;
+  const { host, port } = pgServer();
+  const admin = await connectPinned({ host, port, database: temp.name, user: 'root', options: pinnedStartupOptions() });
+  try {
+    await admin.query(`CREATE ROLE ${reader} LOGIN; CREATE ROLE ${insider}`);
+    await admin.query(`CREATE TABLE public.secret (v text); INSERT INTO public.secret VALUES ('only the reader may read this'); GRANT SELECT ON public.secret TO ${reader}`);
+    await admin.query(`GRANT USAGE, CREATE ON SCHEMA public TO ${insider}`);
+    await admin.query(`SET ROLE ${insider}`);
+    await admin.query('CREATE TABLE public.loot (who text, v text); GRANT INSERT ON public.loot TO PUBLIC');
+    for (const sql of insiderSql) await admin.query(sql);
+    await admin.query('RESET ROLE');
+    const scanner = await connectPinned({ host, port, database: temp.name, user: reader, options: pinnedStartupOptions(), application_name: 'interlock-scan' });
+    let scanned = 'scanned';
+    try {
+      await scanCatalog(scanner);
+    } catch (err) {
+      scanned = `failed ${(err as { code?: string }).code ?? ''}`;
+    } finally {
+      await scanner.end();
+    }
+    return { scanned, loot: (await admin.query<{ who: string; v: string }>('SELECT who, v FROM public.loot LIMIT 1')).rows };
+  } finally {
+    await admin.query('RESET ROLE').catch(() => undefined);
+    await admin.end();
+    await temp.drop();
+    const root = await connectPinned({ host, port, database: 'postgres', user: 'root', options: pinnedStartupOptions() });
+    await root.query(`DROP ROLE IF EXISTS ${reader}; DROP ROLE IF EXISTS ${insider}`).catch(() => undefined);
+    await root.end();
+  }
+}
+
+// Shown failing before the fix: loot held the secret row once per json_build_array(name, name) call, who = the reader role.
+describe('rt47b J3 (high, functions fixed, operators open): an insider with CREATE on a schema of the reader\'s path against the catalogue scan', () => {
+  test('finding J3 (fixed for functions): a function in public shadowing a built-in the scan calls unqualified (json_build_array(name, name)) does not run as the reader', async () => {
+    expect(
+      await scanWithInsider([
+        `CREATE FUNCTION public.json_build_array(a name, b name) RETURNS json LANGUAGE sql VOLATILE AS $$
+          INSERT INTO public.loot SELECT current_user, v FROM public.secret;
+          SELECT pg_catalog.json_build_array(a::text, b::text) $$`,
+      ]),
+    ).toEqual({ scanned: 'scanned', loot: [] });
+  });
+});
+
+describe('rt47b J3: the scan statement names every function with its schema', () => {
+  // Shown failing before the fix: json_agg ×34, json_build_array ×22, bool_or ×8, … unqualified.
+  test('no unqualified function call in SCAN_SQL (libpg-query parse tree)', async () => {
+    await initSqlParser();
+    const unqualified: string[] = [];
+    const walk = (n: unknown): void => {
+      if (Array.isArray(n)) return n.forEach(walk);
+      if (!n || typeof n !== 'object') return;
+      const call = (n as { FuncCall?: { funcname: Array<{ String: { sval?: string; str?: string } }> } }).FuncCall;
+      if (call && call.funcname.length === 1) unqualified.push(call.funcname[0].String.sval ?? call.funcname[0].String.str ?? '?');
+      Object.values(n).forEach(walk);
+    };
+    walk(parseSync(SCAN_SQL));
+    expect(unqualified).toEqual([]);
+  });
+});
+
+// Shown failing (run without .skip, before the read-only scan): loot held the secret row, who = the reader role (an operator
+// = (oid, integer) in public is an exact match for the scan's `t.typrelid = 0`, pg_catalog has = (oid, oid) only).
+describe.skip('rt47b J3b (high, open): an operator in public shadowing one the scan uses between different types', () => {
+  test('finding J3b: public.= (oid, integer) does not run as the reader during a scan', async () => {
+    expect(
+      await scanWithInsider([
+        `CREATE FUNCTION public.oid_eq_int(a oid, b integer) RETURNS boolean LANGUAGE sql VOLATILE AS $$
+          INSERT INTO public.loot SELECT current_user, v FROM public.secret;
+          SELECT a OPERATOR(pg_catalog.=) b::oid $$`,
+        'CREATE OPERATOR public.= (LEFTARG = oid, RIGHTARG = integer, FUNCTION = public.oid_eq_int)',
+      ]),
+    ).toEqual({ scanned: 'scanned', loot: [] });
   });
 });
