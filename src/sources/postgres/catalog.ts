@@ -3,6 +3,7 @@
  * analyser (src/sql/analyze.ts) resolves relations, columns, functions and operators against
  * (sql-safety.md layers 1 and 3: names are resolved after parsing, against what the server has).
  */
+import { lookupPath } from './session-settings';
 import type pg from 'pg';
 import type {
   CatalogColumn,
@@ -645,7 +646,7 @@ export async function scanCatalog(
     systemRelations: row.system_relations,
     unsafeTypes: row.unsafe_types.map(([schema, name]) => ({ schema, name })),
     types: row.types.map(([schema, name]) => ({ schema, name })),
-    searchPath: row.search_path,
+    searchPath: lookupPath(row.search_path),
     serverVersionNum: row.server_version_num,
     operatorResolution: { operators: row.operator_signatures, types: row.type_details, implicitCasts: row.implicit_casts },
     columnTypes: row.column_types.map(([oid, typtype, category, base, element, name, labels, subtype]) => ({

@@ -11,15 +11,15 @@
  *      of a rotation whose old key was left out, not BROKEN. A lane tags every batch with one key
  *      (ChainLane's key is fixed), so a batch whose key id differs from its chain's previous batch's is
  *      forged whatever keys are given: it is now hash_mismatch (BROKEN), also without any key.
- *   J2 low (availability), open (skipped): a reader role whose search_path default starts with pg_temp
+ *   J2 low (availability), fixed: a reader role whose search_path default starts with pg_temp
  *      (ALTER ROLE/DATABASE … SET search_path = 'pg_temp, public': the database owner or an admin, not an
  *      agent or a CREATE-on-a-schema insider) makes current_schemas(false) name the session's own temp
  *      schema (pg_temp_<backend slot>, created on the call). The scan records ["pg_temp_N","public"]; a
  *      reader connection pinned to that path has no USAGE on another session's temp schema and reports
  *      ["public"]: since flake47 every read is catalog_stale and starts a rescan that records the same
  *      kind of path again, so reads are refused for everyone and the source is rescanned without end (before,
- *      session_settings_mismatch on every read). Fix: leave pg_my_temp_schema() out of the scan's path
- *      and the verification's (catalog.ts, pinned-client.ts, function-guard.ts).
+ *      session_settings_mismatch on every read). Fixed: the scan's path and the verification's leave the
+ *      session's temporary schema out (session-settings.ts lookupPath).
  *   J3 high, functions fixed (J3b, operators, open): not this session's change, found while probing item
  *      1's "can the connection's statements run something else". The catalogue scan (catalog.ts SCAN_SQL,
  *      run by control/scan.ts on a reader connection with the reader role's own search_path, which was not
@@ -129,8 +129,8 @@ describe('rt47b J1: a stolen runtime credential against verify\'s NOT AUTHENTICA
   });
 });
 
-// Shown failing (run without .skip): the pinned reader reported ["public"], the scan-like connection ["pg_temp_N","public"].
-describe.skip('rt47b J2 (low, open): a role path starting with pg_temp makes every reader connection differ from the scan', () => {
+// Shown failing without the fix: the pinned reader reported ["public"], the scan-like connection ["pg_temp_5","public"].
+describe('rt47b J2 (low, fixed): a role path starting with pg_temp makes every reader connection differ from the scan', () => {
   test('finding J2: the path a reader connection pinned to the scanned one reports equals the scanned one', async () => {
     const temp = await createTempDatabase('rt47b_j2');
     const role = `rt47b_j2_${randomBytes(4).toString('hex')}`;
@@ -141,6 +141,8 @@ describe.skip('rt47b J2 (low, open): a role path starting with pg_temp makes eve
       await admin.query(`ALTER ROLE ${role} SET search_path = pg_temp, public`);
       const scan = await connectPinned({ host, port, database: temp.name, user: role, options: pinnedStartupOptions() });
       const scanned = scan.searchPath!;
+      // The catalogue records the same path (SCAN_SQL's current_schemas) as the connection's verification.
+      expect((await scanCatalog(scan)).searchPath).toEqual(scanned);
       await scan.end();
       const reader = await connectPinned({ host, port, database: temp.name, user: role, options: `${pinnedStartupOptions()} ${searchPathOption(scanned)}` });
       const got = reader.searchPath;
