@@ -37,7 +37,8 @@ import type { AuditRowInput } from './types';
 import { PENDING_STALE_MS } from './pending';
 
 /**
- * Why a batch does not match: its events or header changed (`hash_mismatch`); the batch before it in
+ * Why a batch does not match: its events or header changed (`hash_mismatch`; also a format-5 batch under another
+ * key id than the batch before it in its chain, which no lane writes: red team rt47b J1); the batch before it in
  * its chain is missing or changed (`broken_link`: deleted); it repeats a place its chain already has,
  * or follows its chain's seal, or holds a queued call whose audit-key tag an earlier event already
  * carries (`inserted_batch`: a copy stored again, call-tag.ts); a genesis names a batch that is missing or changed
@@ -340,6 +341,8 @@ interface ChainState {
   seq: bigint;
   hash: Buffer;
   sealed: boolean;
+  /** The key id (mac_key_id) of the chain's last batch; null for a format-3 batch. */
+  keyId: string | null;
 }
 
 /**
@@ -480,6 +483,8 @@ export async function verifyAuditChain(db: ControlDb, opts: { since?: Date; arch
         let tags: string[] = [];
         let linked = true;
         let retired: string | null = null;
+        /** A format-5 batch under another key id than the batch before it in its chain (red team rt47b J1). */
+        let keySwitched = false;
         if (b.format === 5) report.keyed.batches++;
         if (b.format === 3 || b.format === 5) {
           const key = b.chain_id ?? '';
@@ -498,7 +503,10 @@ export async function verifyAuditChain(db: ControlDb, opts: { since?: Date; arch
             m('broken_link');
             linked = false;
           }
-          chains.set(key, { seq, hash: b.hash, sealed: b.mark === 'seal' });
+          // A lane tags every batch of its chain with its one key (ChainLane's key is fixed): a batch under
+          // another key id than the one before it was not written by that lane, whatever keys are given.
+          if (linked && st && b.format === 5 && (st.keyId ?? '') !== (b.mac_key_id ?? '')) keySwitched = true;
+          chains.set(key, { seq, hash: b.hash, sealed: b.mark === 'seal', keyId: b.format === 5 ? (b.mac_key_id ?? '') : null });
           if (seq === 0n && b.anchors !== null) {
             const a = parseAnchors(b.anchors);
             if (a) anchored.push({ batch: b, anchors: a });
@@ -509,7 +517,7 @@ export async function verifyAuditChain(db: ControlDb, opts: { since?: Date; arch
         }
         if (!linked) {
           // One fault per batch: a batch whose link is broken is named for that.
-        } else if (b.unwritable) m('hash_mismatch');
+        } else if (b.unwritable || keySwitched) m('hash_mismatch');
         else if (b.archived && b.events === 0 && b.event_count > 0 && fileSpan && b.committed_at >= fileSpan.from && b.committed_at <= fileSpan.to) m('hash_mismatch');
         else if (b.archived && b.events === 0) report.archivedBatchesSkipped++;
         // Under a retired key id past its retirement's mark (task ret47): named whether or not that key is given (the id is on the batch).

@@ -10,6 +10,7 @@ import { saveCatalog } from './catalog';
 import type { ControlDb } from './db';
 import { ControlError, ValidationError } from './errors';
 import { connectSourceClient, requireSource } from './sources';
+import { pinnedStartupOptions } from '../sources/postgres/session-settings';
 import { writerMissingList, type WritePrivilege } from '../sources/postgres/writer-privileges';
 
 /** What a scan found. */
@@ -63,13 +64,14 @@ export interface UnreadableRelation {
 export async function unreadableRelations(client: pg.ClientBase, relations: ReadonlyArray<{ schema: string; name: string }>): Promise<UnreadableRelation[]> {
   if (relations.length === 0) return [];
   const r = await client.query<{ schema: string; name: string; usable: boolean; readable: string[]; denied: string[] }>(
-    `SELECT n.nspname AS schema, c.relname AS name, has_schema_privilege(n.oid, 'USAGE') AS usable,
-       ARRAY(SELECT a.attname::text FROM pg_attribute a WHERE a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped AND has_column_privilege(c.oid, a.attnum, 'SELECT') ORDER BY a.attnum) AS readable,
-       ARRAY(SELECT a.attname::text FROM pg_attribute a WHERE a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped AND NOT has_column_privilege(c.oid, a.attnum, 'SELECT') ORDER BY a.attnum) AS denied
-     FROM unnest($1::text[], $2::text[]) AS w(schema, name)
-     JOIN pg_namespace n ON n.nspname = w.schema
-     JOIN pg_class c ON c.relnamespace = n.oid AND c.relname = w.name
-     WHERE NOT has_schema_privilege(n.oid, 'USAGE') OR NOT has_table_privilege(c.oid, 'SELECT')
+    // Every function and operator qualified (red team rt47b J3: the reader's path may hold a schema an insider creates in).
+    `SELECT n.nspname AS schema, c.relname AS name, pg_catalog.has_schema_privilege(n.oid, 'USAGE') AS usable,
+       ARRAY(SELECT a.attname::pg_catalog.text FROM pg_catalog.pg_attribute a WHERE a.attrelid OPERATOR(pg_catalog.=) c.oid AND a.attnum OPERATOR(pg_catalog.>) 0::pg_catalog.int2 AND NOT a.attisdropped AND pg_catalog.has_column_privilege(c.oid, a.attnum, 'SELECT') ORDER BY a.attnum) AS readable,
+       ARRAY(SELECT a.attname::pg_catalog.text FROM pg_catalog.pg_attribute a WHERE a.attrelid OPERATOR(pg_catalog.=) c.oid AND a.attnum OPERATOR(pg_catalog.>) 0::pg_catalog.int2 AND NOT a.attisdropped AND NOT pg_catalog.has_column_privilege(c.oid, a.attnum, 'SELECT') ORDER BY a.attnum) AS denied
+     FROM ROWS FROM (pg_catalog.unnest($1::pg_catalog.text[]), pg_catalog.unnest($2::pg_catalog.text[])) AS w(schema, name)
+     JOIN pg_catalog.pg_namespace n ON n.nspname OPERATOR(pg_catalog.=) w.schema
+     JOIN pg_catalog.pg_class c ON c.relnamespace OPERATOR(pg_catalog.=) n.oid AND c.relname OPERATOR(pg_catalog.=) w.name
+     WHERE NOT pg_catalog.has_schema_privilege(n.oid, 'USAGE') OR NOT pg_catalog.has_table_privilege(c.oid, 'SELECT')
      ORDER BY 1, 2`,
     [relations.map((x) => x.schema), relations.map((x) => x.name)],
   );
@@ -124,7 +126,8 @@ export async function scanSource(db: ControlDb, sourceId: string, opts: { maxRel
   if (source.type !== 'postgres') throw new ValidationError(`source "${sourceId}" is of type ${source.type}: only PostgreSQL sources have a catalog to scan`);
   let client: pg.Client;
   try {
-    client = await connectSourceClient(source.settings, 'reader', { connectionTimeoutMillis: 10_000, application_name: 'interlock-scan' });
+    // Read-only, as the gateway's reader connections (red team rt47b J3: code an insider gets run in the scan writes nothing).
+    client = await connectSourceClient(source.settings, 'reader', { connectionTimeoutMillis: 10_000, application_name: 'interlock-scan', options: `${pinnedStartupOptions()} -c default_transaction_read_only=on` });
   } catch (err) {
     throw new ControlError('unavailable', `cannot connect to source "${sourceId}" as its reader: ${connectFailureText(err)}${isTlsFailure(err) ? tlsHint(sourceId, source.settings, isTlsUnsupported(err)) : ''}`);
   }

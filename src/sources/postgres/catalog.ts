@@ -3,6 +3,7 @@
  * analyser (src/sql/analyze.ts) resolves relations, columns, functions and operators against
  * (sql-safety.md layers 1 and 3: names are resolved after parsing, against what the server has).
  */
+import { lookupPath } from './session-settings';
 import type pg from 'pg';
 import type {
   CatalogColumn,
@@ -29,10 +30,10 @@ export type { SourceCatalog } from '../../sql/catalog-types';
  * (src/sources/postgres/referential-keys.ts), so both read the keys the same way; referencingKeyOf
  * turns one into a ReferencingKey. Over WRITING_KEYS_FROM (`con`, `kc`, `kn`).
  */
-export const WRITING_KEY_JSON = `json_build_array(kn.nspname, kc.relname, con.confdeltype, con.confupdtype,
-      (SELECT json_agg(ka.attname ORDER BY k.ord) FROM unnest(con.conkey) WITH ORDINALITY AS k(attnum, ord)
+export const WRITING_KEY_JSON = `pg_catalog.json_build_array(kn.nspname, kc.relname, con.confdeltype, con.confupdtype,
+      (SELECT pg_catalog.json_agg(ka.attname ORDER BY k.ord) FROM pg_catalog.unnest(con.conkey) WITH ORDINALITY AS k(attnum, ord)
        JOIN pg_catalog.pg_attribute ka ON ka.attrelid = con.conrelid AND ka.attnum = k.attnum),
-      (SELECT json_agg(ka.attname ORDER BY k.ord) FROM unnest(con.confkey) WITH ORDINALITY AS k(attnum, ord)
+      (SELECT pg_catalog.json_agg(ka.attname ORDER BY k.ord) FROM pg_catalog.unnest(con.confkey) WITH ORDINALITY AS k(attnum, ord)
        JOIN pg_catalog.pg_attribute ka ON ka.attrelid = con.confrelid AND ka.attnum = k.attnum),
       con.conparentid <> 0)`;
 
@@ -65,7 +66,10 @@ const KIND: Record<string, RelationKind> = {
 };
 const VOLATILITY: Record<string, Volatility> = { i: 'immutable', s: 'stable', v: 'volatile' };
 
-/*
+/**
+ * The catalogue scan's statement (exported for the test that keeps every function in it
+ * pg_catalog-qualified: it runs on the reader role's own search_path, where an insider may create a
+ * better-matching function, red team rt47b J3).
  * One statement, so the whole snapshot comes from one MVCC snapshot and costs one round trip.
  * $1 = relation limit + 1 (the extra row detects truncation); $2 = the writer's login role name
  *   (text, NULL for none: the role whose settings the write-hook fingerprint's D5 digest holds).
@@ -76,7 +80,7 @@ const VOLATILITY: Record<string, Volatility> = { i: 'immutable', s: 'stable', v:
  * - operators: volatility of the implementing function (a shell operator counts as volatile).
  * - search_path: current_schemas(false) = the explicit path, existing schemas only.
  */
-const SCAN_SQL = `
+export const SCAN_SQL = `
 WITH rels AS (
   SELECT n.nspname AS s, c.relname AS n, c.relkind AS k, c.oid, c.relispartition AS ip, c.reloptions AS ro
   FROM pg_catalog.pg_class c
@@ -92,8 +96,8 @@ WITH rels AS (
     -- An aggregate is marked immutable in pg_proc whatever its support functions do; take the
     -- most volatile of the aggregate and its transition/final/combine/(de)serial functions.
     CASE WHEN p.prokind = 'a' THEN coalesce((
-      SELECT CASE WHEN bool_or(f.provolatile = 'v') OR p.provolatile = 'v' THEN 'v'
-                  WHEN bool_or(f.provolatile = 's') OR p.provolatile = 's' THEN 's' ELSE 'i' END
+      SELECT CASE WHEN pg_catalog.bool_or(f.provolatile = 'v') OR p.provolatile = 'v' THEN 'v'
+                  WHEN pg_catalog.bool_or(f.provolatile = 's') OR p.provolatile = 's' THEN 's' ELSE 'i' END
       FROM pg_catalog.pg_aggregate a
       JOIN pg_catalog.pg_proc f ON f.oid IN (a.aggtransfn::oid, a.aggfinalfn::oid, a.aggcombinefn::oid, a.aggserialfn::oid,
                                              a.aggdeserialfn::oid, a.aggmtransfn::oid, a.aggminvtransfn::oid, a.aggmfinalfn::oid)
@@ -104,12 +108,12 @@ WITH rels AS (
     -- which PostgreSQL expands the same way) has the composite's columns; else the OUT/TABLE names.
     CASE
       WHEN rt.relid IS NOT NULL THEN (
-        SELECT json_agg(a.attname ORDER BY a.attnum)::text
+        SELECT pg_catalog.json_agg(a.attname ORDER BY a.attnum)::text
         FROM pg_catalog.pg_attribute a
         WHERE a.attrelid = rt.relid AND a.attnum > 0 AND NOT a.attisdropped)
       WHEN p.proargmodes IS NOT NULL AND p.proargmodes && ARRAY['o','b','t']::"char"[] THEN (
-        SELECT json_agg(p.proargnames[i] ORDER BY i)::text
-        FROM generate_subscripts(p.proargmodes, 1) AS i
+        SELECT pg_catalog.json_agg(p.proargnames[i] ORDER BY i)::text
+        FROM pg_catalog.generate_subscripts(p.proargmodes, 1) AS i
         WHERE p.proargmodes[i] IN ('o','b','t'))
       ELSE 'null'
     END AS oc,
@@ -163,16 +167,16 @@ WITH rels AS (
   -- confdeltype, confupdtype, referencing columns, referenced columns]. Each constraint row counts
   -- (a partition's cloned constraint names the partition; a partitioned referenced table has one
   -- per referenced partition).
-  SELECT con.confrelid AS oid, json_agg(${WRITING_KEY_JSON} ORDER BY kn.nspname, kc.relname, con.conname) AS j
+  SELECT con.confrelid AS oid, pg_catalog.json_agg(${WRITING_KEY_JSON} ORDER BY kn.nspname, kc.relname, con.conname) AS j
   FROM ${WRITING_KEYS_FROM}
   WHERE ${WRITING_KEY_FILTER}
   GROUP BY con.confrelid
 )
 SELECT
-  (SELECT coalesce(json_agg(json_build_object(
+  (SELECT coalesce(pg_catalog.json_agg(pg_catalog.json_build_object(
       's', r.s, 'n', r.n, 'k', r.k, 'ip', r.ip,
       -- Direct parents (partition parent or inheritance parents) in inhseqno order.
-      'p', (SELECT coalesce(json_agg(json_build_array(pn.nspname, pc.relname) ORDER BY i.inhseqno), '[]'::json)
+      'p', (SELECT coalesce(pg_catalog.json_agg(pg_catalog.json_build_array(pn.nspname, pc.relname) ORDER BY i.inhseqno), '[]'::json)
             FROM pg_catalog.pg_inherits i
             JOIN pg_catalog.pg_class pc ON pc.oid = i.inhparent
             JOIN pg_catalog.pg_namespace pn ON pn.oid = pc.relnamespace
@@ -182,8 +186,8 @@ SELECT
               SELECT i.inhparent, 1 FROM pg_catalog.pg_inherits i WHERE i.inhrelid = r.oid
               UNION
               SELECT i.inhparent, up.depth + 1 FROM pg_catalog.pg_inherits i JOIN up ON i.inhrelid = up.oid WHERE up.depth < 64)
-            SELECT coalesce(json_agg(json_build_array(an.nspname, ac.relname) ORDER BY u.depth, an.nspname, ac.relname), '[]'::json)
-            FROM (SELECT oid, min(depth) AS depth FROM up GROUP BY oid) u
+            SELECT coalesce(pg_catalog.json_agg(pg_catalog.json_build_array(an.nspname, ac.relname) ORDER BY u.depth, an.nspname, ac.relname), '[]'::json)
+            FROM (SELECT oid, pg_catalog.min(depth) AS depth FROM up GROUP BY oid) u
             JOIN pg_catalog.pg_class ac ON ac.oid = u.oid
             JOIN pg_catalog.pg_namespace an ON an.oid = ac.relnamespace),
       'd', CASE WHEN r.k IN ('v', 'm') THEN pg_catalog.pg_get_viewdef(r.oid) END,
@@ -192,7 +196,7 @@ SELECT
       -- vu: functions and operators (their function) outside pg_catalog/information_schema, and
       -- types whose input runs user code, as "schema.name"; vo: [security_barrier, security_invoker].
       'vr', CASE WHEN r.k IN ('v', 'm') THEN (
-            SELECT coalesce(json_agg(DISTINCT jsonb_build_array(dn.nspname, dc.relname, dc.relkind)), '[]'::json)
+            SELECT coalesce(pg_catalog.json_agg(DISTINCT pg_catalog.jsonb_build_array(dn.nspname, dc.relname, dc.relkind)), '[]'::json)
             FROM pg_catalog.pg_rewrite rw
             JOIN pg_catalog.pg_depend dp ON dp.classid = 'pg_catalog.pg_rewrite'::regclass AND dp.objid = rw.oid
                                         AND dp.refclassid = 'pg_catalog.pg_class'::regclass AND dp.refobjid <> r.oid
@@ -200,7 +204,7 @@ SELECT
             JOIN pg_catalog.pg_namespace dn ON dn.oid = dc.relnamespace
             WHERE rw.ev_class = r.oid) END,
       'vu', CASE WHEN r.k IN ('v', 'm') THEN (
-            SELECT coalesce(json_agg(DISTINCT u.s || '.' || u.n), '[]'::json)
+            SELECT coalesce(pg_catalog.json_agg(DISTINCT u.s || '.' || u.n), '[]'::json)
             FROM pg_catalog.pg_rewrite rw
             JOIN pg_catalog.pg_depend dp ON dp.classid = 'pg_catalog.pg_rewrite'::regclass AND dp.objid = rw.oid
             CROSS JOIN LATERAL (
@@ -217,14 +221,14 @@ SELECT
               JOIN unsafe_types ut ON ut.s = tn.nspname AND ut.n = ty.typname
               WHERE dp.refclassid = 'pg_catalog.pg_type'::regclass AND ty.oid = dp.refobjid) AS u(s, n)
             WHERE rw.ev_class = r.oid AND u.s NOT IN ('pg_catalog', 'information_schema')) END,
-      'vo', CASE WHEN r.k IN ('v', 'm') THEN json_build_array(
+      'vo', CASE WHEN r.k IN ('v', 'm') THEN pg_catalog.json_build_array(
             coalesce((SELECT o.option_value::bool FROM pg_catalog.pg_options_to_table(r.ro) o WHERE o.option_name = 'security_barrier'), false),
             coalesce((SELECT o.option_value::bool FROM pg_catalog.pg_options_to_table(r.ro) o WHERE o.option_name = 'security_invoker'), false)) END,
-      'c', (SELECT coalesce(json_agg(json_build_array(a.attname, pg_catalog.format_type(a.atttypid, a.atttypmod),
+      'c', (SELECT coalesce(pg_catalog.json_agg(pg_catalog.json_build_array(a.attname, pg_catalog.format_type(a.atttypid, a.atttypmod),
                    NOT a.attnotnull, pg_catalog.pg_get_expr(d.adbin, d.adrelid),
                    nullif(a.attidentity::text, ''), nullif(a.attgenerated::text, ''), a.atttypid::int8,
                    -- A generated column's inputs: the columns its expression's pg_attrdef row depends on (rt42 G1).
-                   CASE WHEN a.attgenerated <> '' THEN (SELECT coalesce(json_agg(ga.attname ORDER BY ga.attnum), '[]'::json)
+                   CASE WHEN a.attgenerated <> '' THEN (SELECT coalesce(pg_catalog.json_agg(ga.attname ORDER BY ga.attnum), '[]'::json)
                      FROM pg_catalog.pg_depend gd JOIN pg_catalog.pg_attribute ga ON ga.attrelid = gd.refobjid AND ga.attnum = gd.refobjsubid
                      WHERE gd.classid = 'pg_catalog.pg_attrdef'::regclass AND gd.objid = d.oid
                        AND gd.refclassid = 'pg_catalog.pg_class'::regclass AND gd.refobjid = r.oid AND gd.refobjsubid > 0 AND gd.refobjsubid <> a.attnum) END) ORDER BY a.attnum), '[]'::json)
@@ -232,9 +236,9 @@ SELECT
             LEFT JOIN pg_catalog.pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum
             WHERE a.attrelid = r.oid AND a.attnum > 0 AND NOT a.attisdropped),
       -- Primary and unique keys: [contype, [column, …]] in key order.
-      'x', (SELECT coalesce(json_agg(json_build_array(con.contype,
-                   (SELECT json_agg(ka.attname ORDER BY k.ord)
-                    FROM unnest(con.conkey) WITH ORDINALITY AS k(attnum, ord)
+      'x', (SELECT coalesce(pg_catalog.json_agg(pg_catalog.json_build_array(con.contype,
+                   (SELECT pg_catalog.json_agg(ka.attname ORDER BY k.ord)
+                    FROM pg_catalog.unnest(con.conkey) WITH ORDINALITY AS k(attnum, ord)
                     JOIN pg_catalog.pg_attribute ka ON ka.attrelid = con.conrelid AND ka.attnum = k.attnum))
                  ORDER BY con.contype, con.conname), '[]'::json)
             FROM pg_catalog.pg_constraint con
@@ -242,33 +246,33 @@ SELECT
       -- Issue 27: foreign keys referencing it with a writing action (fk_refs), and whether user
       -- triggers (any event) or user rewrite rules (not a view's _RETURN) run on its writes.
       'fk', coalesce(fr.j, '[]'::json),
-      'h', json_build_array(
+      'h', pg_catalog.json_build_array(
             EXISTS (SELECT 1 FROM pg_catalog.pg_trigger tg WHERE tg.tgrelid = r.oid AND NOT tg.tgisinternal),
             EXISTS (SELECT 1 FROM pg_catalog.pg_rewrite rw WHERE rw.ev_class = r.oid AND rw.rulename <> '_RETURN')),
       -- Task hhook: the code its writes run, as one fingerprint (hook-guard.ts writeHooksSql; the
       -- approved write's guard recomputes it with the same expression).
       'hv', ${writeHooksSql('r.oid', '$2::text')}
     ) ORDER BY r.s, r.n), '[]'::json) FROM rels r LEFT JOIN fk_refs fr ON fr.oid = r.oid) AS relations,
-  (SELECT coalesce(json_agg(json_build_array(f.s, f.n, f.v, f.rs, f.oc, f.rr) ORDER BY f.s, f.n), '[]'::json) FROM (
+  (SELECT coalesce(pg_catalog.json_agg(pg_catalog.json_build_array(f.s, f.n, f.v, f.rs, f.oc, f.rr) ORDER BY f.s, f.n), '[]'::json) FROM (
      SELECT s, n,
-       CASE WHEN bool_or(v = 'v') THEN 'v' WHEN bool_or(v = 's') THEN 's' ELSE 'i' END AS v,
-       bool_or(rs) AS rs,
-       CASE WHEN count(DISTINCT oc) = 1 THEN min(oc) ELSE 'null' END AS oc,
+       CASE WHEN pg_catalog.bool_or(v = 'v') THEN 'v' WHEN pg_catalog.bool_or(v = 's') THEN 's' ELSE 'i' END AS v,
+       pg_catalog.bool_or(rs) AS rs,
+       CASE WHEN pg_catalog.count(DISTINCT oc) = 1 THEN pg_catalog.min(oc) ELSE 'null' END AS oc,
        pg_catalog.jsonb_agg(DISTINCT rr) FILTER (WHERE rr IS NOT NULL) AS rr
      FROM procs GROUP BY s, n) f) AS functions,
-  (SELECT coalesce(json_agg(json_build_array(o.s, o.n, o.v) ORDER BY o.s, o.n), '[]'::json) FROM (
+  (SELECT coalesce(pg_catalog.json_agg(pg_catalog.json_build_array(o.s, o.n, o.v) ORDER BY o.s, o.n), '[]'::json) FROM (
      SELECT n.nspname AS s, o.oprname AS n,
-       CASE WHEN bool_or(p.provolatile IS NULL OR p.provolatile = 'v') THEN 'v'
-            WHEN bool_or(p.provolatile = 's') THEN 's' ELSE 'i' END AS v
+       CASE WHEN pg_catalog.bool_or(p.provolatile IS NULL OR p.provolatile = 'v') THEN 'v'
+            WHEN pg_catalog.bool_or(p.provolatile = 's') THEN 's' ELSE 'i' END AS v
      FROM pg_catalog.pg_operator o
      JOIN pg_catalog.pg_namespace n ON n.oid = o.oprnamespace
      LEFT JOIN pg_catalog.pg_proc p ON p.oid = o.oprcode
      GROUP BY n.nspname, o.oprname) o) AS operators,
-  (SELECT coalesce(json_agg(c.relname ORDER BY c.relname), '[]'::json)
+  (SELECT coalesce(pg_catalog.json_agg(c.relname ORDER BY c.relname), '[]'::json)
      FROM pg_catalog.pg_class c
      WHERE c.relnamespace = 'pg_catalog'::regnamespace AND c.relkind IN ('r','v','m','f','p')) AS system_relations,
-  (SELECT coalesce(json_agg(json_build_array(u.s, u.n) ORDER BY u.s, u.n), '[]'::json) FROM unsafe_types u) AS unsafe_types,
-  (SELECT coalesce(json_agg(json_build_array(n.nspname, t.typname) ORDER BY n.nspname, t.typname), '[]'::json)
+  (SELECT coalesce(pg_catalog.json_agg(pg_catalog.json_build_array(u.s, u.n) ORDER BY u.s, u.n), '[]'::json) FROM unsafe_types u) AS unsafe_types,
+  (SELECT coalesce(pg_catalog.json_agg(pg_catalog.json_build_array(n.nspname, t.typname) ORDER BY n.nspname, t.typname), '[]'::json)
      FROM pg_catalog.pg_type t
      JOIN pg_catalog.pg_namespace n ON n.oid = t.typnamespace
      LEFT JOIN pg_catalog.pg_class c ON c.oid = t.typrelid
@@ -280,13 +284,13 @@ SELECT
   -- Every operator with its declared operand and result types and the volatility of its function
   -- (a shell operator counts as volatile); the types operands can have (relation row types and
   -- their arrays excluded: an operand of one is unprovable); the implicit casts.
-  (SELECT coalesce(json_agg(json_build_array(n.nspname, o.oprname, o.oprleft::int8, o.oprright::int8, o.oprresult::int8,
+  (SELECT coalesce(pg_catalog.json_agg(pg_catalog.json_build_array(n.nspname, o.oprname, o.oprleft::int8, o.oprright::int8, o.oprresult::int8,
             coalesce(p.provolatile::text, 'v')) ORDER BY o.oid), '[]'::json)
      FROM pg_catalog.pg_operator o
      JOIN pg_catalog.pg_namespace n ON n.oid = o.oprnamespace
      LEFT JOIN pg_catalog.pg_proc p ON p.oid = o.oprcode
      WHERE n.nspname NOT LIKE 'pg\\_temp\\_%') AS operator_signatures,
-  (SELECT coalesce(json_agg(json_build_array(t.oid::int8, n.nspname, t.typname, t.typtype, t.typcategory, t.typispreferred,
+  (SELECT coalesce(pg_catalog.json_agg(pg_catalog.json_build_array(t.oid::int8, n.nspname, t.typname, t.typtype, t.typcategory, t.typispreferred,
             t.typbasetype::int8, t.typelem::int8, pg_catalog.format_type(t.oid, NULL), pg_catalog.format_type(t.oid, -1)) ORDER BY t.oid), '[]'::json)
      FROM pg_catalog.pg_type t
      JOIN pg_catalog.pg_namespace n ON n.oid = t.typnamespace
@@ -295,7 +299,7 @@ SELECT
      LEFT JOIN pg_catalog.pg_class ec ON ec.oid = e.typrelid
      WHERE n.nspname NOT LIKE 'pg\\_toast%' AND n.nspname NOT LIKE 'pg\\_temp\\_%'
        AND (t.typrelid = 0 OR c.relkind = 'c') AND (e.typrelid IS NULL OR e.typrelid = 0 OR ec.relkind = 'c')) AS type_details,
-  (SELECT coalesce(json_agg(json_build_array(k.castsource::int8, k.casttarget::int8) ORDER BY k.castsource, k.casttarget), '[]'::json)
+  (SELECT coalesce(pg_catalog.json_agg(pg_catalog.json_build_array(k.castsource::int8, k.casttarget::int8) ORDER BY k.castsource, k.casttarget), '[]'::json)
      FROM pg_catalog.pg_cast k WHERE k.castcontext = 'i') AS implicit_casts
   -- ---- User functions (task hfn; src/sql/function-reads.ts) ----
   -- Each overload outside pg_catalog/information_schema: [schema, name, language, prosecdef,
@@ -306,15 +310,15 @@ SELECT
   -- parameter and result types (a domain CHECK runs on the coercion) (red team rt41b), and the row's version
   -- (ROUTINE_VERSION_SQL, task hf5: checked again before every statement that runs it). prosqlbody is read through to_jsonb so the scan
   -- also runs on servers before 14, which lack it.
-  ,(SELECT coalesce(json_agg(json_build_array(n.nspname, p.proname, l.lanname, p.prosecdef, p.proconfig, pg_catalog.pg_get_userbyid(p.proowner),
+  ,(SELECT coalesce(pg_catalog.json_agg(pg_catalog.json_build_array(n.nspname, p.proname, l.lanname, p.prosecdef, p.proconfig, pg_catalog.pg_get_userbyid(p.proowner),
             CASE WHEN l.lanname = 'sql' AND (pg_catalog.to_jsonb(p) ->> 'prosqlbody') IS NULL THEN p.prosrc END,
-            CASE WHEN l.lanname = 'sql' THEN json_build_object(
-              'r', (SELECT coalesce(json_agg(DISTINCT jsonb_build_array(dn.nspname, dc.relname, dc.relkind)), '[]'::json)
+            CASE WHEN l.lanname = 'sql' THEN pg_catalog.json_build_object(
+              'r', (SELECT coalesce(pg_catalog.json_agg(DISTINCT pg_catalog.jsonb_build_array(dn.nspname, dc.relname, dc.relkind)), '[]'::json)
                     FROM pg_catalog.pg_depend dp
                     JOIN pg_catalog.pg_class dc ON dc.oid = dp.refobjid
                     JOIN pg_catalog.pg_namespace dn ON dn.oid = dc.relnamespace
                     WHERE dp.classid = 'pg_catalog.pg_proc'::regclass AND dp.objid = p.oid AND dp.refclassid = 'pg_catalog.pg_class'::regclass),
-              'f', (SELECT coalesce(json_agg(DISTINCT jsonb_build_array(fn.nspname, f.proname)), '[]'::json)
+              'f', (SELECT coalesce(pg_catalog.json_agg(DISTINCT pg_catalog.jsonb_build_array(fn.nspname, f.proname)), '[]'::json)
                     FROM pg_catalog.pg_depend dp
                     LEFT JOIN pg_catalog.pg_operator o ON dp.refclassid = 'pg_catalog.pg_operator'::regclass AND o.oid = dp.refobjid
                     JOIN pg_catalog.pg_proc f ON f.oid = CASE WHEN dp.refclassid = 'pg_catalog.pg_proc'::regclass THEN dp.refobjid ELSE o.oprcode END
@@ -326,7 +330,7 @@ SELECT
                     JOIN pg_catalog.pg_namespace tn ON tn.oid = ty.typnamespace
                     JOIN unsafe_types ut ON ut.s = tn.nspname AND ut.n = ty.typname
                     WHERE dp.classid = 'pg_catalog.pg_proc'::regclass AND dp.objid = p.oid AND dp.refclassid = 'pg_catalog.pg_type'::regclass),
-              't', (SELECT coalesce(json_agg(DISTINCT dp.refobjid::int8), '[]'::json) FROM pg_catalog.pg_depend dp
+              't', (SELECT coalesce(pg_catalog.json_agg(DISTINCT dp.refobjid::int8), '[]'::json) FROM pg_catalog.pg_depend dp
                     WHERE dp.classid = 'pg_catalog.pg_proc'::regclass AND dp.objid = p.oid AND dp.refclassid = 'pg_catalog.pg_type'::regclass)) END,
             ${ROUTINE_VERSION_SQL})
             ORDER BY n.nspname, p.proname, p.oid), '[]'::json)
@@ -335,7 +339,7 @@ SELECT
      JOIN pg_catalog.pg_language l ON l.oid = p.prolang
      WHERE p.prokind <> 'p' AND n.nspname NOT IN ('pg_catalog', 'information_schema')
        AND n.nspname NOT LIKE 'pg\\_toast%' AND n.nspname NOT LIKE 'pg\\_temp\\_%') AS routines
-  ,(SELECT coalesce(json_agg(json_build_array(n.nspname, o.oprname, o.oprleft::int8, o.oprright::int8, fn.nspname, f.proname,
+  ,(SELECT coalesce(pg_catalog.json_agg(pg_catalog.json_build_array(n.nspname, o.oprname, o.oprleft::int8, o.oprright::int8, fn.nspname, f.proname,
             o.oid::text || ':' || o.xmin::text) ORDER BY o.oid), '[]'::json)
      FROM pg_catalog.pg_operator o
      JOIN pg_catalog.pg_namespace n ON n.oid = o.oprnamespace
@@ -347,7 +351,7 @@ SELECT
   -- every cast from or to a type outside pg_catalog (oid >= 16384, FirstNormalObjectId) and of every
   -- domain constraint, per type ('c'/'d' oid:xmin, sorted bytewise). What the type guard
   -- (type-guard.ts) compares; the same text it computes on the server.
-  ,(SELECT coalesce(json_agg(json_build_array(v.t::int8, v.vs) ORDER BY v.t), '[]'::json)
+  ,(SELECT coalesce(pg_catalog.json_agg(pg_catalog.json_build_array(v.t::int8, v.vs) ORDER BY v.t), '[]'::json)
      FROM (SELECT e.t, pg_catalog.string_agg(e.e, ',' ORDER BY e.e COLLATE "C") AS vs
            FROM (SELECT k.castsource AS t, 'c' || k.oid::text || ':' || k.xmin::text AS e FROM pg_catalog.pg_cast k
                  UNION SELECT k.casttarget, 'c' || k.oid::text || ':' || k.xmin::text FROM pg_catalog.pg_cast k
@@ -356,8 +360,8 @@ SELECT
   -- Stand-alone composite types (CREATE TYPE … AS (…); relkind c) with their attributes, as
   -- relations' columns are recorded: what the shape guard expects of a function result of such a
   -- type (task hs; ALTER TYPE … ADD ATTRIBUTE changes it).
-  ,(SELECT coalesce(json_agg(json_build_array(n.nspname, c.relname,
-            (SELECT coalesce(json_agg(json_build_array(a.attname, pg_catalog.format_type(a.atttypid, a.atttypmod)) ORDER BY a.attnum), '[]'::json)
+  ,(SELECT coalesce(pg_catalog.json_agg(pg_catalog.json_build_array(n.nspname, c.relname,
+            (SELECT coalesce(pg_catalog.json_agg(pg_catalog.json_build_array(a.attname, pg_catalog.format_type(a.atttypid, a.atttypmod)) ORDER BY a.attnum), '[]'::json)
              FROM pg_catalog.pg_attribute a WHERE a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped)) ORDER BY n.nspname, c.relname), '[]'::json)
      FROM pg_catalog.pg_class c
      JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
@@ -392,14 +396,14 @@ SELECT
                           UNION SELECT ap.amproclefttype UNION SELECT ap.amprocrighttype) AS x(t)
       WHERE fn.nspname NOT IN ('pg_catalog', 'information_schema') AND x.t <> 0
     )
-    SELECT json_build_object(
-      'a', (SELECT coalesce(json_agg(json_build_array(a.t::int8, n.nspname, ty.typname, a.fs, a.fn, a.al) ORDER BY a.t, a.fs, a.fn), '[]'::json)
-            FROM (SELECT t, fs, fn, bool_or(al) AS al FROM att GROUP BY t, fs, fn) a
+    SELECT pg_catalog.json_build_object(
+      'a', (SELECT coalesce(pg_catalog.json_agg(pg_catalog.json_build_array(a.t::int8, n.nspname, ty.typname, a.fs, a.fn, a.al) ORDER BY a.t, a.fs, a.fn), '[]'::json)
+            FROM (SELECT t, fs, fn, pg_catalog.bool_or(al) AS al FROM att GROUP BY t, fs, fn) a
             JOIN pg_catalog.pg_type ty ON ty.oid = a.t JOIN pg_catalog.pg_namespace n ON n.oid = ty.typnamespace),
       -- The type graph [child oid, child schema, child name, parent oid], only when some code is attached
       -- (the closure is taken in src/sources/postgres/catalog.ts: a recursive query here would cost the
       -- whole scan a JIT compilation).
-      'e', (SELECT coalesce(json_agg(json_build_array(e.c::int8, n.nspname, ty.typname, e.p::int8)), '[]'::json)
+      'e', (SELECT coalesce(pg_catalog.json_agg(pg_catalog.json_build_array(e.c::int8, n.nspname, ty.typname, e.p::int8)), '[]'::json)
             FROM (SELECT d.oid AS c, d.typbasetype AS p FROM pg_catalog.pg_type d WHERE d.typbasetype <> 0
                   UNION ALL SELECT d.oid, d.typelem FROM pg_catalog.pg_type d WHERE d.typelem <> 0 AND d.typcategory = 'A'
                   UNION ALL SELECT r.rngtypid, r.rngsubtype FROM pg_catalog.pg_range r
@@ -418,8 +422,8 @@ SELECT
       SELECT x.o FROM ty JOIN pg_catalog.pg_type t ON t.oid = ty.oid
         CROSS JOIN LATERAL (VALUES (CASE WHEN t.typtype = 'd' THEN t.typbasetype END), (CASE WHEN t.typcategory = 'A' THEN t.typelem END)) AS x(o)
       WHERE x.o IS NOT NULL AND x.o <> 0)
-    SELECT coalesce(json_agg(json_build_array(t.oid::int8, t.typtype, t.typcategory, t.typbasetype::int8, t.typelem::int8, pg_catalog.format_type(t.oid, NULL),
-             CASE WHEN t.typtype = 'e' THEN (SELECT json_agg(e.enumlabel ORDER BY e.enumsortorder) FROM pg_catalog.pg_enum e WHERE e.enumtypid = t.oid) END,
+    SELECT coalesce(pg_catalog.json_agg(pg_catalog.json_build_array(t.oid::int8, t.typtype, t.typcategory, t.typbasetype::int8, t.typelem::int8, pg_catalog.format_type(t.oid, NULL),
+             CASE WHEN t.typtype = 'e' THEN (SELECT pg_catalog.json_agg(e.enumlabel ORDER BY e.enumsortorder) FROM pg_catalog.pg_enum e WHERE e.enumtypid = t.oid) END,
              (SELECT pg_catalog.format_type(rg.rngsubtype, NULL) FROM pg_catalog.pg_range rg WHERE rg.rngtypid = t.oid OR rg.rngmultitypid = t.oid LIMIT 1)) ORDER BY t.oid), '[]'::json)
     FROM (SELECT DISTINCT oid FROM ty) u JOIN pg_catalog.pg_type t ON t.oid = u.oid) AS column_types
 `;
@@ -642,7 +646,7 @@ export async function scanCatalog(
     systemRelations: row.system_relations,
     unsafeTypes: row.unsafe_types.map(([schema, name]) => ({ schema, name })),
     types: row.types.map(([schema, name]) => ({ schema, name })),
-    searchPath: row.search_path,
+    searchPath: lookupPath(row.search_path),
     serverVersionNum: row.server_version_num,
     operatorResolution: { operators: row.operator_signatures, types: row.type_details, implicitCasts: row.implicit_casts },
     columnTypes: row.column_types.map(([oid, typtype, category, base, element, name, labels, subtype]) => ({

@@ -21,7 +21,7 @@
  */
 import pg from 'pg';
 import { LOCAL_WIRE_ERROR_CODE } from './health';
-import { expectedText, holdsPin, PINNED_SESSION_SETTINGS, SessionSettingsMismatch, type PinnedSetting, type SettingMismatch } from './session-settings';
+import { expectedText, holdsPin, lookupPath, PINNED_SESSION_SETTINGS, SessionSettingsMismatch, type PinnedSetting, type SettingMismatch } from './session-settings';
 import type { ClientInternals } from './wire';
 
 export { SESSION_SETTINGS_MISMATCH_CODE, SessionSettingsMismatch, isSessionSettingsMismatch, type SettingMismatch } from './session-settings';
@@ -42,7 +42,7 @@ function currentSettingsSql(toSet: readonly PinnedSetting[], names: readonly str
   return `SELECT ${[
     ...toSet.map((s, i) => `pg_catalog.set_config('${s.name}', '${s.value}', false) AS c${i}`),
     ...names.map((n, i) => `pg_catalog.current_setting('${n}') AS s${i}`),
-    'pg_catalog.array_to_json(pg_catalog.current_schemas(false))::text AS sp',
+    'pg_catalog.array_to_json(pg_catalog.current_schemas(false))::pg_catalog.text AS sp',
   ].join(', ')}`;
 }
 
@@ -109,7 +109,7 @@ export async function verifyPinnedSettings(client: PinnedClient): Promise<void> 
   });
   if (mismatches.length > 0) throw new SessionSettingsMismatch(mismatches);
   const path: unknown = typeof row.sp === 'string' ? JSON.parse(row.sp) : null;
-  client.searchPath = Array.isArray(path) && path.every((x) => typeof x === 'string') ? (path as string[]) : null;
+  client.searchPath = Array.isArray(path) && path.every((x) => typeof x === 'string') ? lookupPath(path as string[]) : null;
   client.verifiedAt = performance.now();
   client.verified = true;
 }

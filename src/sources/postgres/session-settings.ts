@@ -113,3 +113,14 @@ export class SessionSettingsMismatch extends Error {
 export function isSessionSettingsMismatch(err: unknown): err is SessionSettingsMismatch {
   return typeof err === 'object' && err !== null && (err as { code?: unknown }).code === SESSION_SETTINGS_MISMATCH_CODE;
 }
+
+/**
+ * The lookup path a session reports (`current_schemas(false)`) without the session's own temporary
+ * schema (`pg_temp_<n>`, which a path starting with `pg_temp` makes PostgreSQL create and name): no
+ * other session can use it, so a reader connection pinned to a path naming it would report another
+ * path than the scan recorded, and every read would be catalog_stale and rescan (red team rt47b J2).
+ * User schemas cannot be named `pg_…`, so the pattern names temporary schemas only.
+ */
+export function lookupPath(schemas: readonly string[]): string[] {
+  return schemas.filter((s) => !/^pg_temp_[0-9]+$/.test(s));
+}
