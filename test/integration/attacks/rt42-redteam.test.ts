@@ -172,6 +172,8 @@ test("G3 (high): the reader's search_path changed after the scan (ALTER ROLE …
 
 describe('G2 (high): a column added after the scan to a table the caller may read only in part', () => {
   beforeAll(async () => {
+    // No rescan of an earlier test still running: one whose snapshot follows this change would answer before the guard could (flake47's finding in rt43b).
+    await env.gateway.rescansIdle();
     await admin.query("ALTER TABLE dept ADD COLUMN budget text DEFAULT 'hidden-budget'");
   });
   afterAll(async () => {
@@ -217,8 +219,9 @@ describe('G2 (high): a column added after the scan to a table the caller may rea
   });
 });
 
-/** Rescans the source as an operator would and drops the gateway's cached snapshot. */
+/** Rescans the source as an operator would and drops the gateway's cached snapshot, once the gateway's own rescans have ended (so none lands after the next change). */
 async function rescan(): Promise<void> {
+  await env.gateway.rescansIdle();
   await scanSource(env.db, 'chinook');
   env.gateway.store.invalidate('*');
 }
