@@ -99,7 +99,6 @@ export interface AnalysisKey {
   complexity?: unknown;
 }
 
-/** Bounded LRU of analysis and authorization (and policy verdicts) per statement; see module doc. */
 /** Stands for an absent `complexity` in keyPrefixes. */
 const NO_COMPLEXITY = {};
 /** Per catalogue, grants and complexity object: the analysis key's text before the statement (keyPrefix). */
@@ -133,6 +132,7 @@ function keyPrefix(k: AnalysisKey): string {
 /** Per policies array and roles array: the last policy key made (AnalysisCache.policyKey). */
 const policyKeys = new WeakMap<Policy[], WeakMap<string[], { identityId: string; identityName: string; key: string }>>();
 
+/** Bounded LRU of analysis and authorization (and policy verdicts) per statement; see module doc. */
 export class AnalysisCache {
   private readonly lru: LRUCache<string, Entry>;
   /** Lookups answered from the cache / computed. */

@@ -14,6 +14,7 @@ import type { Logger } from 'pino';
 import { SourceError, localFailure } from './errors';
 import { LOCAL_WIRE_ERROR_CODE } from './health';
 import { pinnedPoolOptions, connectPinned } from './pinned-client';
+import { samePath } from './session-settings';
 import { applicationName, searchPathFitsStartup, searchPathValue, startupOptions, type Resolved } from './settings';
 import { installWireGuard, type WireGuard } from './wire-budget';
 import type { ClientInternals } from './wire';
@@ -277,11 +278,4 @@ export class SourcePools {
     else this.writerPool = pool;
     return pool;
   }
-}
-
-/** Whether two lookup paths name the same schemas in the same order. */
-function samePath(a: readonly string[], b: readonly string[]): boolean {
-  if (a.length !== b.length) return false;
-  for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return false;
-  return true;
 }

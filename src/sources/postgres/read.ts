@@ -17,7 +17,7 @@ import type { Logger } from 'pino';
 import type { StatementCanceller } from './cancel';
 import { SourceError, isConnectionLost, isFatalServerError, isServerError, localFailure, type FailurePhase } from './errors';
 import { isStaleStatementError, PortalRead, type ReadOptions, type ReadResult } from './portal-read';
-import { SessionSettingsMismatch } from './session-settings';
+import { samePath, SessionSettingsMismatch } from './session-settings';
 import { guardOf, type SourcePools } from './pools';
 import type { Resolved } from './settings';
 import { readWireBudget, type WireTrip } from './wire-budget';
@@ -65,14 +65,6 @@ async function loadTypes(ctx: StatementContext, types: SourceTypes, oids: number
   } finally {
     client.release(!ok);
   }
-}
-
-/** True when both paths name the same schemas in the same order. */
-function samePath(a: readonly string[], b: readonly string[]): boolean {
-  if (a === b) return true;
-  if (a.length !== b.length) return false;
-  for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return false;
-  return true;
 }
 
 /**

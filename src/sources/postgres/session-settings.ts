@@ -124,3 +124,11 @@ export function isSessionSettingsMismatch(err: unknown): err is SessionSettingsM
 export function lookupPath(schemas: readonly string[]): string[] {
   return schemas.filter((s) => !/^pg_temp_[0-9]+$/.test(s));
 }
+
+/** Whether two lookup paths name the same schemas in the same order (the same array: at once). */
+export function samePath(a: readonly string[], b: readonly string[]): boolean {
+  if (a === b) return true;
+  if (a.length !== b.length) return false;
+  for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return false;
+  return true;
+}
