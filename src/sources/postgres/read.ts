@@ -179,14 +179,24 @@ function readFrom(ctx: StatementContext, sql: string, values: unknown[], opts: R
           return;
         }
         if (err === null && q.unexpected === null && q.unknownTypes.length > 0 && !typesLoaded) {
-          // Types new to this source: load their decoders, then read again with them.
+          // Types new to this source: load their decoders on the same connection, then decode the
+          // kept rows' text again (the statement ran once: a volatile function's value, the
+          // statement's cost and its time budget are those of one execution). Only when not even
+          // one row's text fitted the byte cap (nothing kept to decode) is the statement read again.
           typesLoaded = true;
-          types.load(client, q.unknownTypes).then(
+          const read = q;
+          types.load(client, read.unknownTypes).then(
             () => {
               if (settled) return;
-              guard.arm(readWireBudget(opts.maxBytes), overBudget);
-              q = new PortalRead(sql, values, opts.maxRows, opts.maxBytes, finish, types, false, opts.guard, opts.settings, opts.functionGuard);
-              client.query(q as unknown as pg.Submittable);
+              if (read.rowCount === 0 && read.overByteCap) {
+                guard.arm(readWireBudget(opts.maxBytes), overBudget);
+                q = new PortalRead(sql, values, opts.maxRows, opts.maxBytes, finish, types, false, opts.guard, opts.settings, opts.functionGuard);
+                client.query(q as unknown as pg.Submittable);
+                return;
+              }
+              read.redecode();
+              read.unknownTypes = [];
+              finish(null);
             },
             (loadErr: unknown) => finish(loadErr),
           );

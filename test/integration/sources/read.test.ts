@@ -119,13 +119,37 @@ describe('results', () => {
 });
 
 describe('value mapping of types new to the source (issue 23)', () => {
-  test('an enum array on first sight is loaded from pg_type: the read runs again, and a read the wire budget ended is decoded again and trimmed to the byte cap', async () => {
+  test('an enum array on first sight is loaded from pg_type and its rows decoded again: the statement runs once; a read the wire budget ended is decoded again and trimmed to the byte cap', async () => {
     const suffix = Math.random().toString(36).slice(2, 8);
     await src.admin.query(`CREATE TYPE il_mood_${suffix} AS ENUM ('sad', 'happy'); GRANT USAGE ON TYPE il_mood_${suffix} TO ${src.readerRole}`);
-    const c = connector();
-    const small = await c.read(`SELECT '{sad,happy}'::il_mood_${suffix}[] AS m`, [], BIG);
-    expect(small.rowsArray).toEqual([[['sad', 'happy']]]);
-    expect(small.truncatedBy).toBeNull();
+    const proxy: Proxy = await startProxy({ host: src.host, port: src.port });
+    try {
+      const c = connector({ host: '127.0.0.1', port: proxy.port, pool_size: 1 });
+      await c.read('SELECT 1', [], BIG); // opens the connection
+      proxy.reset();
+      const small = await c.read(`SELECT '{sad,happy}'::il_mood_${suffix}[] AS m FROM pg_catalog.generate_series(1, 3)`, [], BIG);
+      expect(small.rowsArray).toEqual([[['sad', 'happy']], [['sad', 'happy']], [['sad', 'happy']]]);
+      expect(small.rows).toEqual([{ m: ['sad', 'happy'] }, { m: ['sad', 'happy'] }, { m: ['sad', 'happy'] }]);
+      expect(small.truncatedBy).toBeNull();
+      expect(small.bytes).toBe(Buffer.byteLength(JSON.stringify(small.rows), 'utf8'));
+      // The read (Parse/Bind/Describe/Execute/Sync), then pg_type's lookup: no second Execute of the read.
+      expect(proxy.clientMessages).toEqual(['P', 'B', 'D', 'E', 'S', 'P', 'B', 'D', 'E', 'S']);
+      // Known now: the next read decodes as it goes.
+      proxy.reset();
+      expect((await c.read(`SELECT '{happy}'::il_mood_${suffix}[] AS m`, [], BIG)).rowsArray).toEqual([[['happy']]]);
+      expect(proxy.clientMessages).toEqual(['P', 'B', 'D', 'E', 'S']);
+    } finally {
+      await proxy.close();
+    }
+    // The redecoded JSON is longer than the text was ('{sad,happy}' → ["sad","happy"]): rows are dropped from the end to the byte cap.
+    // Ten rows of text take 201 bytes of JSON, ten decoded 221: a cap of 210 keeps nine, as a read with the type known does.
+    const tenRows = `SELECT '{sad,happy}'::il_mood_${suffix}[] AS m FROM pg_catalog.generate_series(1, 10)`;
+    const fresh = connector();
+    const capped = await fresh.read(tenRows, [], { maxRows: 100, maxBytes: 210 });
+    expect({ truncated: capped.truncated, truncatedBy: capped.truncatedBy, bytes: capped.bytes, rows: capped.rowsArray.length }).toEqual({ truncated: true, truncatedBy: 'max_bytes', bytes: 199, rows: 9 });
+    expect(capped.rowsArray).toEqual(Array.from({ length: 9 }, () => [['sad', 'happy']]));
+    const warm = await fresh.read(tenRows, [], { maxRows: 100, maxBytes: 210 });
+    expect({ truncatedBy: warm.truncatedBy, bytes: warm.bytes, rows: warm.rowsArray }).toEqual({ truncatedBy: 'max_bytes', bytes: 199, rows: capped.rowsArray });
     // A fresh connector (fresh decoders) and a read far past the wire budget.
     const big = await connector().read(`SELECT '{sad,happy,NULL}'::il_mood_${suffix}[] AS m, pg_catalog.repeat('x', 100) AS pad FROM pg_catalog.generate_series(1, 200000)`, [], { maxRows: 1_000_000, maxBytes: 50_000 });
     expect(big.truncated).toBe(true);
