@@ -28,7 +28,7 @@ export const MAX_HIERARCHY_ROWS = 10_000;
 export const HIERARCHY_SQL = `
 WITH RECURSIVE t AS (
   SELECT u.s, u.n, c.oid
-  FROM unnest($1::text[], $2::text[]) AS u(s, n)
+  FROM ROWS FROM (unnest($1::text[]), unnest($2::text[])) AS u(s, n)
   JOIN pg_catalog.pg_namespace ns ON ns.nspname = u.s
   JOIN pg_catalog.pg_class c ON c.relnamespace = ns.oid AND c.relname = u.n
 ), up(s, n, oid, depth) AS (

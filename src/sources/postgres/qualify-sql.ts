@@ -82,7 +82,9 @@ function eachNode(tree: unknown, visit: (kind: string, node: Node) => void): voi
     for (const [k, v] of Object.entries(n as Node)) {
       const kind = nodeKind(k, v);
       if (kind !== null) visit(kind, v as Node);
-      walk(v);
+      // An option's value (`WITH (check_option = cascaded)`) parses as a TypeName: a word, not a type.
+      if (kind === 'DefElem' && (v as { arg?: { TypeName?: unknown } }).arg?.TypeName) walk({ ...(v as Node), arg: undefined });
+      else walk(v);
     }
   };
   walk(tree);
@@ -148,15 +150,16 @@ const LOCATION_KEYS = new Set(['location', 'stmt_location', 'stmt_len', 'list_st
 /** The tree without locations, with the names qualifySql qualifies already qualified when `expect` (the tree its output must parse to). */
 function normalised(tree: unknown, ctes: Set<string>, expect: boolean): unknown {
   const q = (list: unknown): unknown => (Array.isArray(list) && list.length === 1 ? [{ String: { sval: 'pg_catalog' } }, ...list] : list);
-  const walk = (n: unknown, kind: string | null): unknown => {
-    if (Array.isArray(n)) return n.map((x) => walk(x, null));
+  const walk = (n: unknown, kind: string | null, plain: boolean): unknown => {
+    if (Array.isArray(n)) return n.map((x) => walk(x, null, plain));
     if (!n || typeof n !== 'object') return n;
     const out: Node = {};
     for (const [k, v] of Object.entries(n as Node)) {
       if (LOCATION_KEYS.has(k)) continue;
-      out[k] = walk(v, nodeKind(k, v));
+      // An option's value is a word, not a type (as eachNode).
+      out[k] = walk(v, nodeKind(k, v), plain || (kind === 'DefElem' && k === 'arg'));
     }
-    if (!expect) return out;
+    if (!expect || plain) return out;
     if (kind === 'A_Expr' && OPERATOR_KINDS.has(String(out.kind))) out.name = q(out.name);
     if (kind === 'SubLink' && (out.subLinkType === 'ANY_SUBLINK' || out.subLinkType === 'ALL_SUBLINK')) out.operName = out.operName === undefined ? q([{ String: { sval: '=' } }]) : q(out.operName);
     if (kind === 'TypeName') out.names = q(out.names);
@@ -165,7 +168,7 @@ function normalised(tree: unknown, ctes: Set<string>, expect: boolean): unknown 
     if (kind === 'RangeVar' && !out.schemaname && !ctes.has(String(out.relname))) out.schemaname = 'pg_catalog';
     return out;
   };
-  return walk(tree, null);
+  return walk(tree, null, false);
 }
 
 /** The path (keys, indexes) to the first place where `a` and `b` differ; null when they are equal. */
@@ -214,7 +217,11 @@ export function qualifySql(sql: string): string {
       else if (t.text.toUpperCase() === 'IN') edits.push({ at: t.start, end: t.end, text: 'OPERATOR(pg_catalog.=) ANY' });
       // NOT IN (SELECT …): left for unqualifiedNames to name (write `<> ALL (SELECT …)`).
     } else if (kind === 'TypeName' && strs(n.names).length === 1) prefix(token(n.location).t.start);
-    else if (kind === 'FuncCall' && strs(n.funcname).length === 1) prefix(token(n.location).t.start);
+    else if (kind === 'FuncCall' && strs(n.funcname).length === 1) {
+      // unnest(a, b) in FROM is the grammar's ROWS FROM (unnest(a), unnest(b)) only unqualified.
+      if (strs(n.funcname)[0] === 'unnest' && Array.isArray(n.args) && n.args.length > 1) throw new Error('qualifySql: write ROWS FROM (unnest(a), unnest(b)) for unnest(a, b)');
+      prefix(token(n.location).t.start);
+    }
     else if (kind === 'RangeVar' && !n.schemaname && !ctes.has(String(n.relname))) prefix(token(n.location).t.start);
     else if (kind === 'CollateClause' && strs(n.collname).length === 1) {
       const { i } = token(n.location); // the COLLATE keyword; the name is the next token

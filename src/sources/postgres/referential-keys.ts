@@ -74,7 +74,7 @@ export function withReferentialKeys(catalog: SourceCatalog, keys: ReadonlyMap<st
 export const VIEW_DEFINITIONS_SQL = `SELECT n.nspname::text, c.relname::text, pg_catalog.pg_get_viewdef(c.oid)
 FROM pg_catalog.pg_class c
 JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
-JOIN unnest($1::text[], $2::text[]) AS w(s, r) ON w.s = n.nspname AND w.r = c.relname
+JOIN ROWS FROM (unnest($1::text[]), unnest($2::text[])) AS w(s, r) ON w.s = n.nspname AND w.r = c.relname
 WHERE c.relkind = ANY (ARRAY['v', 'm']::"char"[])`;
 
 /**

@@ -26,6 +26,19 @@ import { documentTableSql } from '../../../src/discovery/tables';
 import { parseRowPredicate, renderRowPredicate } from '../../../src/sql/row-rules/predicate';
 import type { SourceCatalog } from '../../../src/sql/catalog-types';
 import { initSqlParser } from '../../../src/sql/parser';
+import { rowViewStatements } from '../../../src/pipeline/row-rules';
+
+/**
+ * The SQL inside rowViewStatements' DO blocks (`DO $il$BEGIN IF <condition> THEN <statement>; END IF; END$il$`):
+ * each condition as `SELECT <condition>` and each statement, for the parse-tree check (a DO body is a string to the parser).
+ */
+function doBlockSql(statements: string[]): string[] {
+  return statements.flatMap((s) => {
+    const m = /^DO \$[a-z_]+\$BEGIN IF (.*) THEN (.*) END IF; END\$[a-z_]+\$$/s.exec(s);
+    if (!m) throw new Error(`not a DO block of one IF: ${s}`);
+    return [`SELECT ${m[1]}`, m[2]];
+  });
+}
 
 beforeAll(async () => {
   await loadSqlQualifier();
@@ -67,6 +80,7 @@ function ownStatements(): Array<[string, string]> {
     ['plan settings', PLAN_BIND_LOCAL_SETTINGS],
     ['discovery table', documentTableSql({ table: 'public.docs', id_column: 'id', title_column: 't', body_column: 'b', type_column: 'k', category_column: 'c', time_column: 'ts', audience_column: 'a', entities_column: 'e', links_column: 'l' } as Parameters<typeof documentTableSql>[0])],
     ['row view predicate', `SELECT * FROM "public"."t" WHERE ${predicate}`],
+    ...doBlockSql(rowViewStatements({ name: 'v_1', schema: 'public', table: 't', only: false, predicateSql: predicate, check: true }, 'reader')).map((sql, i): [string, string] => [`row view DDL ${i}`, sql]),
   ];
 }
 
@@ -89,6 +103,9 @@ describe('qualifySql', () => {
   test('leaves qualified names and keyword types as they are', () => {
     const sql = 'SELECT x::integer, y::pg_catalog.text, pg_catalog.now() FROM pg_catalog.pg_class WHERE a OPERATOR(pg_catalog.=) 1';
     expect(qualifySql(sql)).toBe(sql);
+    // An option's value parses as a TypeName: a word, left as it is.
+    const view = 'CREATE VIEW interlock_rows.v WITH (check_option = cascaded) AS SELECT 1';
+    expect(qualifySql(view)).toBe(view);
   });
 
   test.each([
@@ -104,6 +121,7 @@ describe('qualifySql', () => {
     ['SELECT 1 FROM pg_catalog.pg_class JOIN pg_catalog.pg_type USING (oid)', 'JOIN USING/NATURAL'],
     ['SELECT 1 FROM pg_catalog.pg_class NATURAL JOIN pg_catalog.pg_type', 'JOIN USING/NATURAL'],
     ['SELECT a FROM pg_catalog.pg_class ORDER BY a USING <', 'ORDER BY USING'],
+    ['SELECT * FROM unnest($1::text[], $2::text[]) AS u(a, b)', 'ROWS FROM'],
   ])('refuses what has no qualified spelling: %s', (sql, what) => {
     expect(() => qualifySql(sql)).toThrow(what);
   });
