@@ -221,8 +221,7 @@ export function qualifySql(sql: string): string {
       // unnest(a, b) in FROM is the grammar's ROWS FROM (unnest(a), unnest(b)) only unqualified.
       if (strs(n.funcname)[0] === 'unnest' && Array.isArray(n.args) && n.args.length > 1) throw new Error('qualifySql: write ROWS FROM (unnest(a), unnest(b)) for unnest(a, b)');
       prefix(token(n.location).t.start);
-    }
-    else if (kind === 'RangeVar' && !n.schemaname && !ctes.has(String(n.relname))) prefix(token(n.location).t.start);
+    } else if (kind === 'RangeVar' && !n.schemaname && !ctes.has(String(n.relname))) prefix(token(n.location).t.start);
     else if (kind === 'CollateClause' && strs(n.collname).length === 1) {
       const { i } = token(n.location); // the COLLATE keyword; the name is the next token
       prefix(tokens[i + 1].start);
