@@ -20,7 +20,7 @@
  *      kind of path again, so reads are refused for everyone and the source is rescanned without end (before,
  *      session_settings_mismatch on every read). Fixed: the scan's path and the verification's leave the
  *      session's temporary schema out (session-settings.ts lookupPath).
- *   J3 high, functions fixed (J3b, operators, fixed too): not this session's change, found while probing item
+ *   J3 high, fixed (functions here; operators and types: J3b): not this session's change, found while probing item
  *      1's "can the connection's statements run something else". The catalogue scan (catalog.ts SCAN_SQL,
  *      run by control/scan.ts on a reader connection with the reader role's own search_path, which was not
  *      read-only) called json_build_array, json_agg, bool_or, min, count, unnest … unqualified. An insider
@@ -212,7 +212,7 @@ async function scanWithInsider(insiderSql: string[], readerPath?: string): Promi
 }
 
 // Shown failing before the fix: loot held the secret row once per json_build_array(name, name) call, who = the reader role.
-describe('rt47b J3 (high, functions fixed, operators open): an insider with CREATE on a schema of the reader\'s path against the catalogue scan', () => {
+describe('rt47b J3 (high, fixed; operators and types: J3b): an insider with CREATE on a schema of the reader\'s path against the catalogue scan', () => {
   test('finding J3 (fixed for functions): a function in public shadowing a built-in the scan calls unqualified (json_build_array(name, name)) does not run as the reader', async () => {
     expect(
       await scanWithInsider([
