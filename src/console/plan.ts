@@ -25,7 +25,7 @@ import { GUARD_SQLSTATE } from '../sources/postgres/read';
 export type PlanResult = { ok: true; lines: string[]; rowRules?: true } | { ok: false; reason: string };
 
 /** Binds the row-rule settings transaction-locally, names and values as parameters (as the approved run does). */
-const BIND_LOCAL_SETTINGS = 'SELECT pg_catalog.set_config(s.name, s.value, true) FROM ROWS FROM (pg_catalog.unnest($1::text[]), pg_catalog.unnest($2::text[])) AS s(name, value)';
+export const PLAN_BIND_LOCAL_SETTINGS = 'SELECT pg_catalog.set_config(s.name, s.value, true) FROM ROWS FROM (pg_catalog.unnest($1::pg_catalog.text[]), pg_catalog.unnest($2::pg_catalog.text[])) AS s(name, value)';
 
 /** Operator text for a failure: PostgreSQL's SQLSTATE and message, or the pinned-settings mismatch. */
 function reasonOf(err: unknown): string {
@@ -63,13 +63,13 @@ export async function explainAsWriter(source: SourceRecord, sql: string, params:
     if (rules) await c.query('BEGIN');
     else await c.query('BEGIN READ ONLY');
     // JIT off too: the write's guard is estimated past jit_above_cost and compiling it took seconds (red team rt44a).
-    await c.query("SET LOCAL statement_timeout = '5s'; SELECT pg_catalog.set_config(name, 'off', true) FROM pg_catalog.pg_settings WHERE name = 'jit'");
+    await c.query("SET LOCAL statement_timeout = '5s'; SELECT pg_catalog.set_config(name, 'off', true) FROM pg_catalog.pg_settings WHERE name OPERATOR(pg_catalog.=) 'jit'");
     if (rules) {
       const reader = (source.settings.reader as { user?: unknown } | undefined)?.user;
       if (typeof reader !== 'string' || reader === '') return { ok: false, reason: 'the source has no reader role to grant the row views to' };
       // Built from quoted names; the extended protocol, like every non-constant text on a source connection.
       for (const v of rules.views) for (const ddl of rowViewStatements(v, reader)) await c.query({ text: ddl, queryMode: 'extended' } as pg.QueryConfig);
-      if (rules.settings.length > 0) await c.query({ text: BIND_LOCAL_SETTINGS, values: [rules.settings.map((x) => x[0]), rules.settings.map((x) => x[1])], queryMode: 'extended' } as pg.QueryConfig);
+      if (rules.settings.length > 0) await c.query({ text: PLAN_BIND_LOCAL_SETTINGS, values: [rules.settings.map((x) => x[0]), rules.settings.map((x) => x[1])], queryMode: 'extended' } as pg.QueryConfig);
       await c.query('SET TRANSACTION READ ONLY');
     }
     if (guard) {

@@ -137,7 +137,7 @@ export async function scanSource(db: ControlDb, sourceId: string, opts: { maxRel
     // built with LLVM), compiling them took 7–11 s against 0.1–0.2 s without, on an 11-table source
     // (stop 43), and every catalog_stale rescan waits for it. This connection is the scan's own and
     // ends with it. Through pg_settings, so a server without the setting (before PostgreSQL 11) is left as it is.
-    await client.query("SELECT pg_catalog.set_config(name, 'off', false) FROM pg_catalog.pg_settings WHERE name = 'jit'");
+    await client.query("SELECT pg_catalog.set_config(name, 'off', false) FROM pg_catalog.pg_settings WHERE name OPERATOR(pg_catalog.=) 'jit'");
     // Asked on the reader's connection for the writer role by name (any session may ask); the
     // write-hook fingerprints hold the writer's role settings (hook-guard.ts, task dgx).
     const writer = source.settings.writer?.user;

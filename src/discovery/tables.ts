@@ -48,15 +48,15 @@ export function documentTableSql(m: DocumentTableMapping): string {
   const [schema, table] = m.table.split('.');
   const col = (c: string | undefined, expr: (x: string) => string) => (c ? expr(q(c)) : 'NULL');
   const cols = [
-    `(${q(m.id_column)})::text AS id`,
-    `(${q(m.title_column)})::text AS title`,
-    `(${q(m.body_column)})::text AS body`,
-    `${col(m.type_column, (x) => `(${x})::text`)} AS document_type`,
-    `${col(m.category_column, (x) => `to_jsonb(${x})`)} AS category`,
-    `${col(m.time_column, (x) => `(${x})::timestamptz`)} AS ts`,
-    `${col(m.audience_column, (x) => `to_jsonb(${x})`)} AS audience`,
-    `${col(m.entities_column, (x) => `to_jsonb(${x})`)} AS entities`,
-    `${col(m.links_column, (x) => `to_jsonb(${x})`)} AS links`,
+    `(${q(m.id_column)})::pg_catalog.text AS id`,
+    `(${q(m.title_column)})::pg_catalog.text AS title`,
+    `(${q(m.body_column)})::pg_catalog.text AS body`,
+    `${col(m.type_column, (x) => `(${x})::pg_catalog.text`)} AS document_type`,
+    `${col(m.category_column, (x) => `pg_catalog.to_jsonb(${x})`)} AS category`,
+    `${col(m.time_column, (x) => `(${x})::pg_catalog.timestamptz`)} AS ts`,
+    `${col(m.audience_column, (x) => `pg_catalog.to_jsonb(${x})`)} AS audience`,
+    `${col(m.entities_column, (x) => `pg_catalog.to_jsonb(${x})`)} AS entities`,
+    `${col(m.links_column, (x) => `pg_catalog.to_jsonb(${x})`)} AS links`,
   ];
   return `SELECT ${cols.join(', ')} FROM ${q(schema)}.${q(table)} ORDER BY 1 LIMIT $1`;
 }

@@ -596,7 +596,7 @@ export function rowViewStatements(view: RowView, reader: string): string[] {
   return [
     // CREATE SCHEMA IF NOT EXISTS checks CREATE on the database before it checks existence: a schema an
     // operator made for the writer role (`CREATE SCHEMA interlock_rows AUTHORIZATION <writer>`) is used as is.
-    doBlock(`IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_namespace WHERE nspname = '${ROW_VIEW_SCHEMA}') THEN CREATE SCHEMA ${ROW_VIEW_SCHEMA}; END IF;`),
+    doBlock(`IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_namespace WHERE nspname OPERATOR(pg_catalog.=) '${ROW_VIEW_SCHEMA}') THEN CREATE SCHEMA ${ROW_VIEW_SCHEMA}; END IF;`),
     doBlock(`IF NOT EXISTS (${exists}) THEN ${create} END IF;`),
     // Only grants the reader lacks: two GRANTs on one catalogue row at once fail the second ("tuple
     // concurrently updated"), which failed approved writes racing another gateway (rt27w finding D).

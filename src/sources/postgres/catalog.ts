@@ -20,6 +20,7 @@ import type {
   Volatility,
 } from '../../sql/catalog-types';
 import { writeHooksSql } from './hook-guard';
+import { loadSqlQualifier, qualifySql } from './qualify-sql';
 
 export type { SourceCatalog } from '../../sql/catalog-types';
 
@@ -43,7 +44,7 @@ export const WRITING_KEYS_FROM = `pg_catalog.pg_constraint con
   JOIN pg_catalog.pg_namespace kn ON kn.oid = kc.relnamespace`;
 
 /** Foreign keys whose ON DELETE or ON UPDATE action writes the referencing rows (CASCADE, SET NULL, SET DEFAULT). */
-export const WRITING_KEY_FILTER = `con.contype = 'f' AND (con.confdeltype IN ('c', 'n', 'd') OR con.confupdtype IN ('c', 'n', 'd'))`;
+export const WRITING_KEY_FILTER = `con.contype = 'f' AND (con.confdeltype = ANY (ARRAY['c', 'n', 'd']::"char"[]) OR con.confupdtype = ANY (ARRAY['c', 'n', 'd']::"char"[]))`;
 
 /**
  * The version of one pg_proc row (`p`) as text, `oid:xmin` (task hf5): every CREATE OR REPLACE,
@@ -67,9 +68,11 @@ const KIND: Record<string, RelationKind> = {
 const VOLATILITY: Record<string, Volatility> = { i: 'immutable', s: 'stable', v: 'volatile' };
 
 /**
- * The catalogue scan's statement (exported for the test that keeps every function in it
- * pg_catalog-qualified: it runs on the reader role's own search_path, where an insider may create a
- * better-matching function, red team rt47b J3).
+ * The catalogue scan's statement, as written (exported for the tests). It runs on the reader role's
+ * own search_path, where an insider may create a better-matching function, operator or type (red
+ * team rt47b J3, J3b): every function is written pg_catalog-qualified, and scanCatalog sends
+ * `qualifySql(SCAN_SQL)` (qualify-sql.ts), which pins every operator, type, collation and relation
+ * to pg_catalog too; IN lists, NOT LIKE and NULLIF are written as `= ANY (…)`, `!~~` and CASE.
  * One statement, so the whole snapshot comes from one MVCC snapshot and costs one round trip.
  * $1 = relation limit + 1 (the extra row detects truncation); $2 = the writer's login role name
  *   (text, NULL for none: the role whose settings the write-hook fingerprint's D5 digest holds).
@@ -85,10 +88,10 @@ WITH rels AS (
   SELECT n.nspname AS s, c.relname AS n, c.relkind AS k, c.oid, c.relispartition AS ip, c.reloptions AS ro
   FROM pg_catalog.pg_class c
   JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
-  WHERE c.relkind IN ('r','v','m','f','p')
-    AND n.nspname NOT IN ('pg_catalog', 'information_schema', 'interlock_rows')
-    AND n.nspname NOT LIKE 'pg\\_toast%'
-    AND n.nspname NOT LIKE 'pg\\_temp\\_%'
+  WHERE c.relkind = ANY (ARRAY['r','v','m','f','p']::"char"[])
+    AND n.nspname <> ALL (ARRAY['pg_catalog', 'information_schema', 'interlock_rows']::name[])
+    AND n.nspname !~~ 'pg\\_toast%'
+    AND n.nspname !~~ 'pg\\_temp\\_%'
   ORDER BY 1, 2
   LIMIT $1
 ), procs AS (
@@ -99,8 +102,8 @@ WITH rels AS (
       SELECT CASE WHEN pg_catalog.bool_or(f.provolatile = 'v') OR p.provolatile = 'v' THEN 'v'
                   WHEN pg_catalog.bool_or(f.provolatile = 's') OR p.provolatile = 's' THEN 's' ELSE 'i' END
       FROM pg_catalog.pg_aggregate a
-      JOIN pg_catalog.pg_proc f ON f.oid IN (a.aggtransfn::oid, a.aggfinalfn::oid, a.aggcombinefn::oid, a.aggserialfn::oid,
-                                             a.aggdeserialfn::oid, a.aggmtransfn::oid, a.aggminvtransfn::oid, a.aggmfinalfn::oid)
+      JOIN pg_catalog.pg_proc f ON f.oid = ANY (ARRAY[a.aggtransfn::oid, a.aggfinalfn::oid, a.aggcombinefn::oid, a.aggserialfn::oid,
+                                             a.aggdeserialfn::oid, a.aggmtransfn::oid, a.aggminvtransfn::oid, a.aggmfinalfn::oid])
       WHERE a.aggfnoid = p.oid), 'v')
     ELSE p.provolatile::text END AS v,
     p.proretset AS rs,
@@ -114,11 +117,11 @@ WITH rels AS (
       WHEN p.proargmodes IS NOT NULL AND p.proargmodes && ARRAY['o','b','t']::"char"[] THEN (
         SELECT pg_catalog.json_agg(p.proargnames[i] ORDER BY i)::text
         FROM pg_catalog.generate_subscripts(p.proargmodes, 1) AS i
-        WHERE p.proargmodes[i] IN ('o','b','t'))
+        WHERE p.proargmodes[i] = ANY (ARRAY['o','b','t']::"char"[]))
       ELSE 'null'
     END AS oc,
     -- The relation or stand-alone composite type whose row the result is (task hs), outside the system schemas.
-    CASE WHEN rt.relid IS NOT NULL AND rt.s NOT IN ('pg_catalog', 'information_schema') THEN pg_catalog.jsonb_build_array(rt.s, rt.n)
+    CASE WHEN rt.relid IS NOT NULL AND rt.s <> ALL (ARRAY['pg_catalog', 'information_schema']::name[]) THEN pg_catalog.jsonb_build_array(rt.s, rt.n)
          WHEN t3.typtype = 'd' THEN pg_catalog.jsonb_build_array('', '') END AS rr
   FROM pg_catalog.pg_proc p
   JOIN pg_catalog.pg_namespace n ON n.oid = p.pronamespace
@@ -136,8 +139,8 @@ WITH rels AS (
   LEFT JOIN pg_catalog.pg_namespace rn ON rn.oid = rc.relnamespace
   LEFT JOIN LATERAL (SELECT rc.oid AS relid, rn.nspname AS s, rc.relname AS n) rt ON true
   WHERE p.prokind <> 'p'
-    AND n.nspname NOT LIKE 'pg\\_toast%'
-    AND n.nspname NOT LIKE 'pg\\_temp\\_%'
+    AND n.nspname !~~ 'pg\\_toast%'
+    AND n.nspname !~~ 'pg\\_temp\\_%'
 ), unsafe_domains AS (
   -- Domains whose CHECK constraints run on every cast to them (directly or through a base domain).
   WITH RECURSIVE d(oid) AS (
@@ -150,9 +153,9 @@ WITH rels AS (
   SELECT n.nspname AS s, t.typname AS n
   FROM pg_catalog.pg_type t
   JOIN pg_catalog.pg_namespace n ON n.oid = t.typnamespace
-  WHERE n.nspname NOT IN ('pg_catalog', 'information_schema')
-    AND n.nspname NOT LIKE 'pg\\_toast%'
-    AND n.nspname NOT LIKE 'pg\\_temp\\_%'
+  WHERE n.nspname <> ALL (ARRAY['pg_catalog', 'information_schema']::name[])
+    AND n.nspname !~~ 'pg\\_toast%'
+    AND n.nspname !~~ 'pg\\_temp\\_%'
     AND (t.oid IN (SELECT oid FROM unsafe_domains)
      OR (t.typtype = 'b' AND EXISTS (SELECT 1 FROM pg_catalog.pg_proc f WHERE f.oid = t.typinput AND f.provolatile = 'v'))
      OR (t.typtype = 'c' AND EXISTS (
@@ -190,12 +193,12 @@ SELECT
             FROM (SELECT oid, pg_catalog.min(depth) AS depth FROM up GROUP BY oid) u
             JOIN pg_catalog.pg_class ac ON ac.oid = u.oid
             JOIN pg_catalog.pg_namespace an ON an.oid = ac.relnamespace),
-      'd', CASE WHEN r.k IN ('v', 'm') THEN pg_catalog.pg_get_viewdef(r.oid) END,
+      'd', CASE WHEN r.k = ANY (ARRAY['v', 'm']::"char"[]) THEN pg_catalog.pg_get_viewdef(r.oid) END,
       -- Views and materialized views (issue 27): what the server's dependency records of the
       -- _RETURN rule name. vr: the relations the stored query reads, [schema, name, relkind];
       -- vu: functions and operators (their function) outside pg_catalog/information_schema, and
       -- types whose input runs user code, as "schema.name"; vo: [security_barrier, security_invoker].
-      'vr', CASE WHEN r.k IN ('v', 'm') THEN (
+      'vr', CASE WHEN r.k = ANY (ARRAY['v', 'm']::"char"[]) THEN (
             SELECT coalesce(pg_catalog.json_agg(DISTINCT pg_catalog.jsonb_build_array(dn.nspname, dc.relname, dc.relkind)), '[]'::json)
             FROM pg_catalog.pg_rewrite rw
             JOIN pg_catalog.pg_depend dp ON dp.classid = 'pg_catalog.pg_rewrite'::regclass AND dp.objid = rw.oid
@@ -203,7 +206,7 @@ SELECT
             JOIN pg_catalog.pg_class dc ON dc.oid = dp.refobjid
             JOIN pg_catalog.pg_namespace dn ON dn.oid = dc.relnamespace
             WHERE rw.ev_class = r.oid) END,
-      'vu', CASE WHEN r.k IN ('v', 'm') THEN (
+      'vu', CASE WHEN r.k = ANY (ARRAY['v', 'm']::"char"[]) THEN (
             SELECT coalesce(pg_catalog.json_agg(DISTINCT u.s || '.' || u.n), '[]'::json)
             FROM pg_catalog.pg_rewrite rw
             JOIN pg_catalog.pg_depend dp ON dp.classid = 'pg_catalog.pg_rewrite'::regclass AND dp.objid = rw.oid
@@ -220,13 +223,13 @@ SELECT
               SELECT ut.s, ut.n FROM pg_catalog.pg_type ty JOIN pg_catalog.pg_namespace tn ON tn.oid = ty.typnamespace
               JOIN unsafe_types ut ON ut.s = tn.nspname AND ut.n = ty.typname
               WHERE dp.refclassid = 'pg_catalog.pg_type'::regclass AND ty.oid = dp.refobjid) AS u(s, n)
-            WHERE rw.ev_class = r.oid AND u.s NOT IN ('pg_catalog', 'information_schema')) END,
-      'vo', CASE WHEN r.k IN ('v', 'm') THEN pg_catalog.json_build_array(
+            WHERE rw.ev_class = r.oid AND u.s <> ALL (ARRAY['pg_catalog', 'information_schema']::name[])) END,
+      'vo', CASE WHEN r.k = ANY (ARRAY['v', 'm']::"char"[]) THEN pg_catalog.json_build_array(
             coalesce((SELECT o.option_value::bool FROM pg_catalog.pg_options_to_table(r.ro) o WHERE o.option_name = 'security_barrier'), false),
             coalesce((SELECT o.option_value::bool FROM pg_catalog.pg_options_to_table(r.ro) o WHERE o.option_name = 'security_invoker'), false)) END,
       'c', (SELECT coalesce(pg_catalog.json_agg(pg_catalog.json_build_array(a.attname, pg_catalog.format_type(a.atttypid, a.atttypmod),
                    NOT a.attnotnull, pg_catalog.pg_get_expr(d.adbin, d.adrelid),
-                   nullif(a.attidentity::text, ''), nullif(a.attgenerated::text, ''), a.atttypid::int8,
+                   CASE WHEN a.attidentity <> '' THEN a.attidentity::text END, CASE WHEN a.attgenerated <> '' THEN a.attgenerated::text END, a.atttypid::int8,
                    -- A generated column's inputs: the columns its expression's pg_attrdef row depends on (rt42 G1).
                    CASE WHEN a.attgenerated <> '' THEN (SELECT coalesce(pg_catalog.json_agg(ga.attname ORDER BY ga.attnum), '[]'::json)
                      FROM pg_catalog.pg_depend gd JOIN pg_catalog.pg_attribute ga ON ga.attrelid = gd.refobjid AND ga.attnum = gd.refobjsubid
@@ -242,7 +245,7 @@ SELECT
                     JOIN pg_catalog.pg_attribute ka ON ka.attrelid = con.conrelid AND ka.attnum = k.attnum))
                  ORDER BY con.contype, con.conname), '[]'::json)
             FROM pg_catalog.pg_constraint con
-            WHERE con.conrelid = r.oid AND con.contype IN ('p', 'u')),
+            WHERE con.conrelid = r.oid AND con.contype = ANY (ARRAY['p', 'u']::"char"[])),
       -- Issue 27: foreign keys referencing it with a writing action (fk_refs), and whether user
       -- triggers (any event) or user rewrite rules (not a view's _RETURN) run on its writes.
       'fk', coalesce(fr.j, '[]'::json),
@@ -270,13 +273,13 @@ SELECT
      GROUP BY n.nspname, o.oprname) o) AS operators,
   (SELECT coalesce(pg_catalog.json_agg(c.relname ORDER BY c.relname), '[]'::json)
      FROM pg_catalog.pg_class c
-     WHERE c.relnamespace = 'pg_catalog'::regnamespace AND c.relkind IN ('r','v','m','f','p')) AS system_relations,
+     WHERE c.relnamespace = 'pg_catalog'::regnamespace AND c.relkind = ANY (ARRAY['r','v','m','f','p']::"char"[])) AS system_relations,
   (SELECT coalesce(pg_catalog.json_agg(pg_catalog.json_build_array(u.s, u.n) ORDER BY u.s, u.n), '[]'::json) FROM unsafe_types u) AS unsafe_types,
   (SELECT coalesce(pg_catalog.json_agg(pg_catalog.json_build_array(n.nspname, t.typname) ORDER BY n.nspname, t.typname), '[]'::json)
      FROM pg_catalog.pg_type t
      JOIN pg_catalog.pg_namespace n ON n.oid = t.typnamespace
      LEFT JOIN pg_catalog.pg_class c ON c.oid = t.typrelid
-     WHERE n.nspname NOT LIKE 'pg\\_toast%' AND n.nspname NOT LIKE 'pg\\_temp\\_%'
+     WHERE n.nspname !~~ 'pg\\_toast%' AND n.nspname !~~ 'pg\\_temp\\_%'
        AND (t.typrelid = 0 OR c.relkind = 'c')) AS types,
   pg_catalog.current_schemas(false)::text[] AS search_path,
   pg_catalog.current_setting('server_version_num')::int AS server_version_num,
@@ -289,7 +292,7 @@ SELECT
      FROM pg_catalog.pg_operator o
      JOIN pg_catalog.pg_namespace n ON n.oid = o.oprnamespace
      LEFT JOIN pg_catalog.pg_proc p ON p.oid = o.oprcode
-     WHERE n.nspname NOT LIKE 'pg\\_temp\\_%') AS operator_signatures,
+     WHERE n.nspname !~~ 'pg\\_temp\\_%') AS operator_signatures,
   (SELECT coalesce(pg_catalog.json_agg(pg_catalog.json_build_array(t.oid::int8, n.nspname, t.typname, t.typtype, t.typcategory, t.typispreferred,
             t.typbasetype::int8, t.typelem::int8, pg_catalog.format_type(t.oid, NULL), pg_catalog.format_type(t.oid, -1)) ORDER BY t.oid), '[]'::json)
      FROM pg_catalog.pg_type t
@@ -297,7 +300,7 @@ SELECT
      LEFT JOIN pg_catalog.pg_class c ON c.oid = t.typrelid
      LEFT JOIN pg_catalog.pg_type e ON e.oid = t.typelem AND t.typcategory = 'A'
      LEFT JOIN pg_catalog.pg_class ec ON ec.oid = e.typrelid
-     WHERE n.nspname NOT LIKE 'pg\\_toast%' AND n.nspname NOT LIKE 'pg\\_temp\\_%'
+     WHERE n.nspname !~~ 'pg\\_toast%' AND n.nspname !~~ 'pg\\_temp\\_%'
        AND (t.typrelid = 0 OR c.relkind = 'c') AND (e.typrelid IS NULL OR e.typrelid = 0 OR ec.relkind = 'c')) AS type_details,
   (SELECT coalesce(pg_catalog.json_agg(pg_catalog.json_build_array(k.castsource::int8, k.casttarget::int8) ORDER BY k.castsource, k.casttarget), '[]'::json)
      FROM pg_catalog.pg_cast k WHERE k.castcontext = 'i') AS implicit_casts
@@ -324,7 +327,7 @@ SELECT
                     JOIN pg_catalog.pg_proc f ON f.oid = CASE WHEN dp.refclassid = 'pg_catalog.pg_proc'::regclass THEN dp.refobjid ELSE o.oprcode END
                     JOIN pg_catalog.pg_namespace fn ON fn.oid = f.pronamespace
                     WHERE dp.classid = 'pg_catalog.pg_proc'::regclass AND dp.objid = p.oid
-                      AND dp.refclassid IN ('pg_catalog.pg_proc'::regclass, 'pg_catalog.pg_operator'::regclass)),
+                      AND dp.refclassid = ANY (ARRAY['pg_catalog.pg_proc'::regclass, 'pg_catalog.pg_operator'::regclass]::oid[])),
               'u', EXISTS (SELECT 1 FROM pg_catalog.pg_depend dp
                     JOIN pg_catalog.pg_type ty ON ty.oid = dp.refobjid
                     JOIN pg_catalog.pg_namespace tn ON tn.oid = ty.typnamespace
@@ -337,15 +340,15 @@ SELECT
      FROM pg_catalog.pg_proc p
      JOIN pg_catalog.pg_namespace n ON n.oid = p.pronamespace
      JOIN pg_catalog.pg_language l ON l.oid = p.prolang
-     WHERE p.prokind <> 'p' AND n.nspname NOT IN ('pg_catalog', 'information_schema')
-       AND n.nspname NOT LIKE 'pg\\_toast%' AND n.nspname NOT LIKE 'pg\\_temp\\_%') AS routines
+     WHERE p.prokind <> 'p' AND n.nspname <> ALL (ARRAY['pg_catalog', 'information_schema']::name[])
+       AND n.nspname !~~ 'pg\\_toast%' AND n.nspname !~~ 'pg\\_temp\\_%') AS routines
   ,(SELECT coalesce(pg_catalog.json_agg(pg_catalog.json_build_array(n.nspname, o.oprname, o.oprleft::int8, o.oprright::int8, fn.nspname, f.proname,
             o.oid::text || ':' || o.xmin::text) ORDER BY o.oid), '[]'::json)
      FROM pg_catalog.pg_operator o
      JOIN pg_catalog.pg_namespace n ON n.oid = o.oprnamespace
      LEFT JOIN pg_catalog.pg_proc f ON f.oid = o.oprcode
      LEFT JOIN pg_catalog.pg_namespace fn ON fn.oid = f.pronamespace
-     WHERE n.nspname NOT IN ('pg_catalog', 'information_schema') AND n.nspname NOT LIKE 'pg\\_temp\\_%') AS operator_code
+     WHERE n.nspname <> ALL (ARRAY['pg_catalog', 'information_schema']::name[]) AND n.nspname !~~ 'pg\\_temp\\_%') AS operator_code
   ,current_user::text AS reader_role
   -- Code PostgreSQL finds by a type's oid (task hcast; red team rt43b F1, F3): the row versions of
   -- every cast from or to a type outside pg_catalog (oid >= 16384, FirstNormalObjectId) and of every
@@ -365,8 +368,8 @@ SELECT
              FROM pg_catalog.pg_attribute a WHERE a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped)) ORDER BY n.nspname, c.relname), '[]'::json)
      FROM pg_catalog.pg_class c
      JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
-     WHERE c.relkind = 'c' AND n.nspname NOT IN ('pg_catalog', 'information_schema')
-       AND n.nspname NOT LIKE 'pg\\_toast%' AND n.nspname NOT LIKE 'pg\\_temp\\_%') AS composite_types
+     WHERE c.relkind = 'c' AND n.nspname <> ALL (ARRAY['pg_catalog', 'information_schema']::name[])
+       AND n.nspname !~~ 'pg\\_toast%' AND n.nspname !~~ 'pg\\_temp\\_%') AS composite_types
   -- User code attached to types (task hcast; src/sql/type-code.ts): the user functions of casts
   -- WITH FUNCTION (castmethod 'f') from or to a type and the support functions (pg_amproc) of its
   -- operator classes and families of every access method (a cast between a user type and a built-in one is attached to the
@@ -381,7 +384,7 @@ SELECT
       JOIN pg_catalog.pg_type st ON st.oid = k.castsource JOIN pg_catalog.pg_namespace sn ON sn.oid = st.typnamespace
       JOIN pg_catalog.pg_type tt ON tt.oid = k.casttarget JOIN pg_catalog.pg_namespace tn ON tn.oid = tt.typnamespace
       CROSS JOIN LATERAL (VALUES (k.castsource, sn.nspname), (k.casttarget, tn.nspname)) AS x(t, s)
-      WHERE k.castmethod = 'f' AND fn.nspname NOT IN ('pg_catalog', 'information_schema')
+      WHERE k.castmethod = 'f' AND fn.nspname <> ALL (ARRAY['pg_catalog', 'information_schema']::name[])
         -- A cast between a user type and a built-in one runs only where the user type is involved.
         AND (x.s <> 'pg_catalog' OR (sn.nspname = 'pg_catalog' AND tn.nspname = 'pg_catalog'))
       UNION
@@ -394,7 +397,7 @@ SELECT
       JOIN pg_catalog.pg_namespace fn ON fn.oid = f.pronamespace
       CROSS JOIN LATERAL (SELECT oc.opcintype FROM pg_catalog.pg_opclass oc WHERE oc.opcfamily = ap.amprocfamily
                           UNION SELECT ap.amproclefttype UNION SELECT ap.amprocrighttype) AS x(t)
-      WHERE fn.nspname NOT IN ('pg_catalog', 'information_schema') AND x.t <> 0
+      WHERE fn.nspname <> ALL (ARRAY['pg_catalog', 'information_schema']::name[]) AND x.t <> 0
     )
     SELECT pg_catalog.json_build_object(
       'a', (SELECT coalesce(pg_catalog.json_agg(pg_catalog.json_build_array(a.t::int8, n.nspname, ty.typname, a.fs, a.fn, a.al) ORDER BY a.t, a.fs, a.fn), '[]'::json)
@@ -528,6 +531,12 @@ function isPool(client: pg.ClientBase | pg.Pool): client is pg.Pool {
   return typeof (client as pg.Pool).totalCount === 'number' && typeof (client as pg.Pool).connect === 'function';
 }
 
+/** JIT off for the session, answering the setting it had (withoutJit; exported for the parse-tree test of red team rt47b J3b). */
+export const JIT_OFF_SQL = "SELECT setting AS prev, pg_catalog.set_config(name, 'off', false) FROM pg_catalog.pg_settings WHERE name OPERATOR(pg_catalog.=) 'jit'";
+
+/** JIT set back to $1 for the session (withoutJit). */
+export const JIT_RESTORE_SQL = "SELECT pg_catalog.set_config('jit', $1, false)";
+
 /**
  * Runs `run` (the scan's statement) on `c` with JIT off for the session, then sets it back to what it
  * was (where the server has the setting; errors of the restore are ignored: a connection whose scan
@@ -537,11 +546,11 @@ function isPool(client: pg.ClientBase | pg.Pool): client is pg.Pool {
  * scan's own concern). The first row of the result.
  */
 async function withoutJit(c: { query: pg.Pool['query'] }, run: () => Promise<pg.QueryResult<ScanRow>>): Promise<ScanRow> {
-  const was = (await c.query<{ prev: string }>("SELECT setting AS prev, pg_catalog.set_config(name, 'off', false) FROM pg_catalog.pg_settings WHERE name = 'jit'")).rows[0]?.prev;
+  const was = (await c.query<{ prev: string }>(JIT_OFF_SQL)).rows[0]?.prev;
   try {
     return (await run()).rows[0];
   } finally {
-    if (was !== undefined && was !== 'off') await c.query({ text: "SELECT pg_catalog.set_config('jit', $1, false)", values: [was], queryMode: 'extended' } as pg.QueryConfig).catch(() => undefined);
+    if (was !== undefined && was !== 'off') await c.query({ text: JIT_RESTORE_SQL, values: [was], queryMode: 'extended' } as pg.QueryConfig).catch(() => undefined);
   }
 }
 
@@ -591,16 +600,18 @@ export async function scanCatalog(
   // (src/control/catalog.ts saveCatalog), so a scan that read the source earlier never replaces one
   // that began later.
   const scannedAt = new Date().toISOString();
+  await loadSqlQualifier();
+  const sql = qualifySql(SCAN_SQL);
   let row: ScanRow;
   if (isPool(client)) {
     const c = await client.connect();
     try {
-      row = await withoutJit(c, () => c.query<ScanRow>(SCAN_SQL, [max + 1, opts?.writer ?? null]));
+      row = await withoutJit(c, () => c.query<ScanRow>(sql, [max + 1, opts?.writer ?? null]));
     } finally {
       c.release();
     }
   } else {
-    row = await withoutJit(client, () => client.query<ScanRow>(SCAN_SQL, [max + 1, opts?.writer ?? null]));
+    row = await withoutJit(client, () => client.query<ScanRow>(sql, [max + 1, opts?.writer ?? null]));
   }
   const truncated = row.relations.length > max;
   const relations: CatalogRelation[] = row.relations.slice(0, max).map((r): CatalogRelation => ({

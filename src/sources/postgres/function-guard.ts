@@ -55,6 +55,7 @@
  */
 import type { SourceCatalog } from '../../sql/catalog-types';
 import type { ReadGuard } from './portal-read';
+import { qualifySql } from './qualify-sql';
 
 /** The guard texts per shape (GuardShape as `a:b:c:d`), made on first use (at most 512 kept). */
 const texts = new Map<string, string>();
@@ -67,7 +68,7 @@ const texts = new Map<string, string>();
 function rowsOf(kind: 'f' | 'o', x: string, o: string): string {
   const ns = `${x}.${kind === 'f' ? 'pronamespace' : 'oprnamespace'}`;
   return (
-    `${ns} = ANY (${o}) AND ${ns} <> 'pg_catalog'::regnamespace AND ${ns} IS DISTINCT FROM pg_catalog.to_regnamespace('information_schema')` +
+    `${ns} = ANY (${o}) AND ${ns} <> 'pg_catalog'::regnamespace AND coalesce(${ns} <> pg_catalog.to_regnamespace('information_schema'), true)` +
     ` AND NOT pg_catalog.pg_is_other_temp_schema(${ns}) AND ${ns} <> pg_catalog.pg_my_temp_schema()` +
     (kind === 'f' ? ` AND ${ns} <> 'pg_toast'::regnamespace AND ${x}.prokind <> 'p'` : '')
   );
@@ -140,7 +141,7 @@ export function functionGuardSql(shape: GuardShape): string {
     parts.push(part(kind, absent, count, next));
     next += (absent ? 2 : 3) * count;
   }
-  const text = parts.join('\nUNION ALL') + '\n';
+  const text = qualifySql(parts.join('\nUNION ALL') + '\n');
   if (texts.size < 512) texts.set(key, text);
   return text;
 }

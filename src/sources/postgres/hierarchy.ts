@@ -15,6 +15,7 @@
  */
 import type { RelationName } from '../../sql/catalog-types';
 import { relationKey, type LiveRelationTree } from '../../sql/hierarchy';
+import { loadSqlQualifier, qualifySql } from './qualify-sql';
 
 /** Most rows the query may return: beyond, the answer is incomplete and the caller must refuse. */
 export const MAX_HIERARCHY_ROWS = 10_000;
@@ -27,7 +28,7 @@ export const MAX_HIERARCHY_ROWS = 10_000;
 export const HIERARCHY_SQL = `
 WITH RECURSIVE t AS (
   SELECT u.s, u.n, c.oid
-  FROM unnest($1::text[], $2::text[]) AS u(s, n)
+  FROM ROWS FROM (unnest($1::text[]), unnest($2::text[])) AS u(s, n)
   JOIN pg_catalog.pg_namespace ns ON ns.nspname = u.s
   JOIN pg_catalog.pg_class c ON c.relnamespace = ns.oid AND c.relname = u.n
 ), up(s, n, oid, depth) AS (
@@ -93,7 +94,7 @@ export function standaloneGuardSql(count: number): string {
   // reader's statement lookup by text hashes it once.
   const hit = guardTexts[count];
   if (hit !== undefined) return hit;
-  const text = guardText(count);
+  const text = qualifySql(guardText(count));
   if (count < guardTexts.length) guardTexts[count] = text;
   return text;
 }
@@ -146,12 +147,13 @@ export interface RelationTreeOptions {
  *   (callers must then refuse the read rather than treat the relation as unruled)
  */
 export async function readRelationTrees(read: HierarchyRead, relations: readonly RelationName[], opts: RelationTreeOptions = {}): Promise<Map<string, LiveRelationTree>> {
+  await loadSqlQualifier();
   const out = new Map<string, LiveRelationTree>();
   for (const r of relations) out.set(relationKey(r.schema, r.name), { ancestors: [], descendants: [] });
   if (!relations.length) return out;
   let walk: readonly RelationName[] = relations;
   if (opts.probe === true) {
-    const res = await read(standaloneProbeSql(relations.length), relations.flatMap((r) => [r.schema, r.name]));
+    const res = await read(qualifySql(standaloneProbeSql(relations.length)), relations.flatMap((r) => [r.schema, r.name]));
     if (res.truncated) throw new Error('hierarchy answer incomplete');
     const inTree = new Set<string>();
     for (const row of res.rowsArray) {
@@ -162,7 +164,7 @@ export async function readRelationTrees(read: HierarchyRead, relations: readonly
     walk = relations.filter((r) => inTree.has(relationKey(r.schema, r.name)));
     if (!walk.length) return out;
   }
-  const res = await read(HIERARCHY_SQL, [walk.map((r) => r.schema), walk.map((r) => r.name)]);
+  const res = await read(qualifySql(HIERARCHY_SQL), [walk.map((r) => r.schema), walk.map((r) => r.name)]);
   if (res.truncated) throw new Error('hierarchy answer incomplete');
   for (const row of res.rowsArray) {
     const [s, n, dir, rs, rr] = row;

@@ -56,10 +56,17 @@
  * relation, column and type in the database (OPAQUE_REACH_SQL), so any change to it trips the guard.
  * The writer cannot hold the reached functions still (a row lock on pg_proc needs UPDATE on it), so
  * rt44a L2r stays.
+ *
+ * Names (red team rt47b J3b): the guard runs on the writer's connection, the fingerprint inside the
+ * scan on the reader's, each on its role's search_path; hookGuardSql sends its text through
+ * qualifySql (qualify-sql.ts), so every operator, type and function it uses is pg_catalog's (IN
+ * lists and IS DISTINCT FROM are written as `= ANY (ARRAY[…])` and `coalesce(a <> b, …)`), and an
+ * insider's `public.<> (oid, integer)` is never the one `typelem <> 0` calls.
  */
 import type { RelationName, SourceCatalog } from '../../sql/catalog-types';
 import type { ReadGuard } from './portal-read';
 import { quoteIdent } from '../../sql/mask-sql';
+import { qualifySql } from './qualify-sql';
 
 /** The oid of system catalogue `name` (a pg_class oid, as pg_depend's classid) as an SQL constant. */
 const CLS = (name: string) => `'pg_catalog.${name}'::pg_catalog.regclass::pg_catalog.oid`;
@@ -105,8 +112,8 @@ function opaqueReachSql(writer: string): string {
             JOIN pg_catalog.pg_namespace hgn ON hgn.oid = hgy.typnamespace WHERE hgy.oid >= 16384 AND hgn.nspname !~ '^pg_(toast_)?temp_'
           UNION ALL SELECT 'h' || hgi.inhrelid::text || ':' || hgi.inhparent::text FROM pg_catalog.pg_inherits hgi WHERE hgi.inhrelid >= 16384
           UNION ALL SELECT 's' || hgs.setdatabase::text || ':' || hgs.setrole::text || ':' || pg_catalog.md5(hgs.setconfig::text) FROM pg_catalog.pg_db_role_setting hgs
-            WHERE hgs.setdatabase IN (0, (SELECT hgd.oid FROM pg_catalog.pg_database hgd WHERE hgd.datname = pg_catalog.current_database()))
-              AND hgs.setrole IN (0, (SELECT hgr.oid FROM pg_catalog.pg_roles hgr WHERE hgr.rolname = ${writer}))) hgv`;
+            WHERE hgs.setdatabase = ANY (ARRAY[0, (SELECT hgd.oid FROM pg_catalog.pg_database hgd WHERE hgd.datname = pg_catalog.current_database())]::oid[])
+              AND hgs.setrole = ANY (ARRAY[0, (SELECT hgr.oid FROM pg_catalog.pg_roles hgr WHERE hgr.rolname = ${writer})]::oid[])) hgv`;
 }
 
 /**
@@ -119,7 +126,7 @@ function opaqueReachSql(writer: string): string {
 const SQL_TEXT_RUNNERS = ['query_to_xml', 'query_to_xmlschema', 'query_to_xml_and_xmlschema', 'cursor_to_xml', 'cursor_to_xmlschema', 'table_to_xml', 'table_to_xmlschema', 'table_to_xml_and_xmlschema', 'schema_to_xml', 'schema_to_xmlschema', 'schema_to_xml_and_xmlschema', 'database_to_xml', 'database_to_xmlschema', 'database_to_xml_and_xmlschema', 'ts_stat1', 'ts_stat2', 'tsquery_rewrite_query'];
 
 /** The regular expression (SQL text) a node tree matches when it calls one of SQL_TEXT_RUNNERS. */
-const SQL_TEXT_RUNNER_RE = `(SELECT ':funcid (' || pg_catalog.string_agg(hgz.oid::text, '|') || ') ' FROM pg_catalog.pg_proc hgz WHERE hgz.prolang = 12 AND hgz.prosrc IN (${SQL_TEXT_RUNNERS.map((n) => `'${n}'`).join(', ')}))`;
+const SQL_TEXT_RUNNER_RE = `(SELECT ':funcid (' || pg_catalog.string_agg(hgz.oid::text, '|') || ') ' FROM pg_catalog.pg_proc hgz WHERE hgz.prolang = 12 AND hgz.prosrc = ANY (ARRAY[${SQL_TEXT_RUNNERS.map((n) => `'${n}'`).join(', ')}]::text[]))`;
 
 /**
  * The recursive CTE `hy(oid)` (its name and body, for a WITH RECURSIVE) of every type the columns of
@@ -151,7 +158,7 @@ export function writeHooksSql(rel: string, writer = 'session_user'): string {
   const list = (expr: string, from: string, order: string) => `coalesce((SELECT pg_catalog.string_agg(${expr}, ',' ORDER BY ${order}) FROM ${from}), '')`;
   return `pg_catalog.concat_ws('|', ${rel}::text,
     (SELECT hc.relrowsecurity::text || hc.relforcerowsecurity::text || '/' || hc.relowner::text || coalesce('/' || (SELECT pg_catalog.string_agg(ho, ',' ORDER BY ho)
-        FROM pg_catalog.unnest(hc.reloptions) AS ho WHERE pg_catalog.split_part(ho, '=', 1) IN ('check_option', 'security_barrier', 'security_invoker')), '') FROM pg_catalog.pg_class hc WHERE hc.oid = ${rel}),
+        FROM pg_catalog.unnest(hc.reloptions) AS ho WHERE pg_catalog.split_part(ho, '=', 1) = ANY (ARRAY['check_option', 'security_barrier', 'security_invoker']::text[])), '') FROM pg_catalog.pg_class hc WHERE hc.oid = ${rel}),
     'T' || ${list(`ht.oid::text || ':' || ht.xmin::text || '/' || coalesce(hp.oid::text || ':' || hp.xmin::text, '-')`, `pg_catalog.pg_trigger ht LEFT JOIN pg_catalog.pg_proc hp ON hp.oid = ht.tgfoid WHERE ht.tgrelid = ${rel}`, 'ht.oid')},
     'R' || ${list(`hw.oid::text || ':' || hw.xmin::text`, `pg_catalog.pg_rewrite hw WHERE hw.ev_class = ${rel}`, 'hw.oid')},
     'P' || ${list(`hl.oid::text || ':' || hl.xmin::text`, `pg_catalog.pg_policy hl WHERE hl.polrelid = ${rel}`, 'hl.oid')},
@@ -176,12 +183,12 @@ export function writeHooksSql(rel: string, writer = 'session_user'): string {
         UNION
         SELECT hfx.c, hfx.o FROM hf CROSS JOIN LATERAL (
           SELECT hfe.refclassid, hfe.refobjid FROM pg_catalog.pg_depend hfe
-            WHERE hfe.classid = hf.c AND hfe.objid = hf.o AND hfe.refclassid IN (${CLS('pg_proc')}, ${CLS('pg_operator')}, ${CLS('pg_opclass')})
+            WHERE hfe.classid = hf.c AND hfe.objid = hf.o AND hfe.refclassid = ANY (ARRAY[${CLS('pg_proc')}, ${CLS('pg_operator')}, ${CLS('pg_opclass')}])
           UNION ALL SELECT ${CLS('pg_proc')}, hfp.amproc FROM pg_catalog.pg_opclass hfc JOIN pg_catalog.pg_amproc hfp ON hfp.amprocfamily = hfc.opcfamily WHERE hf.c = ${CLS('pg_opclass')} AND hfc.oid = hf.o
           UNION ALL SELECT ${CLS('pg_operator')}, hfo.amopopr FROM pg_catalog.pg_opclass hfc JOIN pg_catalog.pg_amop hfo ON hfo.amopfamily = hfc.opcfamily WHERE hf.c = ${CLS('pg_opclass')} AND hfc.oid = hf.o) AS hfx(c, o))
       SELECT coalesce(pg_catalog.string_agg(hfv.v, ',' ORDER BY hfv.v), '') || CASE WHEN EXISTS (
           SELECT 1 FROM pg_catalog.pg_proc hgq WHERE hgq.oid IN (SELECT hf.o FROM hf WHERE hf.c = ${CLS('pg_proc')})
-            AND (hgq.prolang NOT IN (12, 13) AND (pg_catalog.to_jsonb(hgq) ->> 'prosqlbody') IS NULL OR hgq.oid >= 16384 AND hgq.prolang IN (12, 13)))
+            AND (hgq.prolang <> ALL (ARRAY[12, 13]::oid[]) AND (pg_catalog.to_jsonb(hgq) ->> 'prosqlbody') IS NULL OR hgq.oid >= 16384 AND hgq.prolang = ANY (ARRAY[12, 13]::oid[])))
           OR EXISTS (SELECT 1 FROM hf CROSS JOIN LATERAL (
             SELECT hnd.adbin::text FROM pg_catalog.pg_attrdef hnd WHERE hf.c = ${CLS('pg_attrdef')} AND hnd.oid = hf.o
             UNION ALL SELECT hnk.conbin::text FROM pg_catalog.pg_constraint hnk WHERE hf.c = ${CLS('pg_constraint')} AND hnk.oid = hf.o
@@ -222,10 +229,11 @@ CROSS JOIN LATERAL (
   FROM (SELECT ${writeHooksSql('c.oid')} AS v
         FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace ns ON ns.oid = c.relnamespace
         WHERE ns.nspname = u.s AND c.relname = u.n) y) x
-WHERE CASE WHEN x.v IS DISTINCT FROM u.v THEN 1 / (x.k * 0) = 1 ELSE false END
+WHERE CASE WHEN coalesce(x.v <> u.v, (x.v IS NULL) <> (u.v IS NULL)) THEN 1 / (x.k * 0) = 1 ELSE false END
 `;
-  if (texts.size < 256) texts.set(key, text);
-  return text;
+  const qualified = qualifySql(text);
+  if (texts.size < 256) texts.set(key, qualified);
+  return qualified;
 }
 
 /** A value no fingerprint equals: the catalogue has no fingerprint of the relation (a snapshot scanned before task hhook, or a relation it lacks). */

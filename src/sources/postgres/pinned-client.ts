@@ -38,7 +38,7 @@ const PINNED_BY_KEY = new Map<string, PinnedSetting>(PINNED_SESSION_SETTINGS.map
  * catalogue scan records as its `searchPath`) (extended protocol, one round trip). PostgreSQL
  * evaluates a target list left to right, so the reads see the sets.
  */
-function currentSettingsSql(toSet: readonly PinnedSetting[], names: readonly string[]): string {
+export function currentSettingsSql(toSet: readonly PinnedSetting[], names: readonly string[]): string {
   return `SELECT ${[
     ...toSet.map((s, i) => `pg_catalog.set_config('${s.name}', '${s.value}', false) AS c${i}`),
     ...names.map((n, i) => `pg_catalog.current_setting('${n}') AS s${i}`),
@@ -131,7 +131,7 @@ export function pinnedPoolOptions(searchPath?: string): Pick<pg.PoolConfig, 'Cli
 }
 
 /** Sets the session's search_path ($1: the value) when it is too long for the startup packet (settings.ts searchPathFitsStartup). */
-const SET_SEARCH_PATH_SQL = "SELECT pg_catalog.set_config('search_path', $1, false)";
+export const SET_SEARCH_PATH_SQL = "SELECT pg_catalog.set_config('search_path', $1, false)";
 
 /**
  * Opens one verified source connection (`config.options` must hold the pinned startup options).

@@ -126,7 +126,7 @@ export interface ReadOptions {
  * (ignored by the read): the values themselves never come back, so a long attribute list costs
  * nothing of the read's wire budget. Prepared once per connection like the statement itself.
  */
-export const BIND_SETTINGS_SQL = 'SELECT pg_catalog.count(pg_catalog.set_config(s.name, s.value, true)) FROM ROWS FROM (pg_catalog.unnest($1::text[]), pg_catalog.unnest($2::text[])) AS s(name, value)';
+export const BIND_SETTINGS_SQL = 'SELECT pg_catalog.count(pg_catalog.set_config(s.name, s.value, true)) FROM ROWS FROM (pg_catalog.unnest($1::pg_catalog.text[]), pg_catalog.unnest($2::pg_catalog.text[])) AS s(name, value)';
 
 /** A command run before the statement in the same Sync: the settings' binding, then the guard. */
 type Prelude = 'settings' | 'functions' | 'guard';

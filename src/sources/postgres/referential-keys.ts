@@ -9,6 +9,7 @@ import type { ReferencingKey, RelationName, SourceCatalog } from '../../sql/cata
 import { relKey } from '../../sql/prepared-catalog';
 import { referencingKeyOf, WRITING_KEY_FILTER, WRITING_KEY_JSON, WRITING_KEYS_FROM } from './catalog';
 import type { HierarchyRead } from './hierarchy';
+import { loadSqlQualifier, qualifySql } from './qualify-sql';
 
 /** Most key rows the read may return: beyond, the answer is incomplete and the caller must refuse. */
 export const MAX_REFERENTIAL_KEY_ROWS = 100_000;
@@ -42,7 +43,8 @@ function keyOf(text: unknown): ReferencingKey {
  * @throws the read's error; Error when the answer was cut or malformed (the caller must refuse)
  */
 export async function readReferentialKeys(read: HierarchyRead): Promise<Map<string, ReferencingKey[]>> {
-  const res = await read(REFERENTIAL_KEYS_SQL, []);
+  await loadSqlQualifier();
+  const res = await read(qualifySql(REFERENTIAL_KEYS_SQL), []);
   if (res.truncated) throw new Error('referential keys answer incomplete');
   const out = new Map<string, ReferencingKey[]>();
   for (const row of res.rowsArray) {
@@ -72,8 +74,8 @@ export function withReferentialKeys(catalog: SourceCatalog, keys: ReadonlyMap<st
 export const VIEW_DEFINITIONS_SQL = `SELECT n.nspname::text, c.relname::text, pg_catalog.pg_get_viewdef(c.oid)
 FROM pg_catalog.pg_class c
 JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
-JOIN unnest($1::text[], $2::text[]) AS w(s, r) ON w.s = n.nspname AND w.r = c.relname
-WHERE c.relkind IN ('v', 'm')`;
+JOIN ROWS FROM (unnest($1::text[]), unnest($2::text[])) AS w(s, r) ON w.s = n.nspname AND w.r = c.relname
+WHERE c.relkind = ANY (ARRAY['v', 'm']::"char"[])`;
 
 /**
  * Reads the live definitions of `views` through `read` (red team rtfk3 finding V3: CREATE OR
@@ -84,7 +86,8 @@ WHERE c.relkind IN ('v', 'm')`;
  * @throws the read's error; Error when the answer was cut or malformed (the caller must not trust the mapping)
  */
 export async function readViewDefinitions(read: HierarchyRead, views: readonly RelationName[]): Promise<Map<string, string>> {
-  const res = await read(VIEW_DEFINITIONS_SQL, [views.map((v) => v.schema), views.map((v) => v.name)]);
+  await loadSqlQualifier();
+  const res = await read(qualifySql(VIEW_DEFINITIONS_SQL), [views.map((v) => v.schema), views.map((v) => v.name)]);
   if (res.truncated) throw new Error('view definitions answer incomplete');
   const out = new Map<string, string>();
   for (const [schema, name, def] of res.rowsArray) {

@@ -22,6 +22,7 @@
  */
 import type { SourceCatalog } from '../../sql/catalog-types';
 import type { ReadGuard } from './portal-read';
+import { qualifySql } from './qualify-sql';
 
 /**
  * The guard's SQL for `count` relations, its parameters numbered from `$offset+1`: per relation
@@ -32,7 +33,7 @@ export function shapeGuardSql(count: number, offset = 0): string {
     const k = offset + 4 * i;
     return `($${k + 1}::text, $${k + 2}::text, $${k + 3}::text[], $${k + 4}::text[])`;
   }).join(', ');
-  return `
+  return qualifySql(`
 SELECT 1
 FROM (VALUES ${rows}) AS u(s, n, cn, ct)
 CROSS JOIN LATERAL (
@@ -43,8 +44,8 @@ CROSS JOIN LATERAL (
   JOIN pg_catalog.pg_namespace ns ON ns.oid = c.relnamespace
   JOIN pg_catalog.pg_attribute a ON a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped
   WHERE ns.nspname = u.s AND c.relname = u.n) x
-WHERE CASE WHEN x.cn IS DISTINCT FROM u.cn OR x.ct IS DISTINCT FROM u.ct THEN 1 / (x.k * 0) = 1 ELSE false END
-`;
+WHERE CASE WHEN coalesce(x.cn <> u.cn, (x.cn IS NULL) <> (u.cn IS NULL)) OR coalesce(x.ct <> u.ct, (x.ct IS NULL) <> (u.ct IS NULL)) THEN 1 / (x.k * 0) = 1 ELSE false END
+`);
 }
 
 /** A text array as PostgreSQL's array input reads it: every element double-quoted, `\` and `"` escaped. */

@@ -36,6 +36,7 @@ import type { SourceCatalog } from '../../sql/catalog-types';
 import { guardsTypes } from '../../sql/type-uses';
 import type { ReadGuard } from './portal-read';
 import { textArrayLiteral } from './shape-guard';
+import { qualifySql } from './qualify-sql';
 
 /**
  * The type guard's SQL, its parameters numbered from `$offset+1`: `$1` the involved types' oids
@@ -85,8 +86,9 @@ CROSS JOIN LATERAL (
 WHERE CASE WHEN x.have <> coalesce((SELECT v.v FROM ROWS FROM (pg_catalog.unnest(${p(4)}::int8[]), pg_catalog.unnest(${p(5)}::text[])) AS v(t, v) WHERE v.t = w.t::int8), ${p(6)}::text)
            THEN 1 / (x.k * 0) = 1 ELSE false END
 `;
-  if (texts.size < 64) texts.set(key, text);
-  return text;
+  const qualified = qualifySql(text);
+  if (texts.size < 64) texts.set(key, qualified);
+  return qualified;
 }
 
 /** Guard texts per offset and variant. */

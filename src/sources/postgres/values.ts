@@ -121,10 +121,10 @@ interface PgTypeRow {
 }
 
 /** The pg_type rows of `$1` (oid[]) and, recursively, of their element and base types. */
-const PG_TYPE_SQL = `WITH RECURSIVE t AS (
-  SELECT oid, typtype, typcategory, typelem, typbasetype, typdelim FROM pg_catalog.pg_type WHERE oid = ANY ($1::pg_catalog.oid[])
+export const PG_TYPE_SQL = `WITH RECURSIVE t AS (
+  SELECT oid, typtype, typcategory, typelem, typbasetype, typdelim FROM pg_catalog.pg_type WHERE oid OPERATOR(pg_catalog.=) ANY ($1::pg_catalog.oid[])
   UNION
-  SELECT p.oid, p.typtype, p.typcategory, p.typelem, p.typbasetype, p.typdelim FROM pg_catalog.pg_type p JOIN t ON p.oid = t.typelem OR p.oid = t.typbasetype
+  SELECT p.oid, p.typtype, p.typcategory, p.typelem, p.typbasetype, p.typdelim FROM pg_catalog.pg_type p JOIN t ON p.oid OPERATOR(pg_catalog.=) t.typelem OR p.oid OPERATOR(pg_catalog.=) t.typbasetype
 ) SELECT oid::pg_catalog.text, typtype::pg_catalog.text, typcategory::pg_catalog.text, typelem::pg_catalog.text, typbasetype::pg_catalog.text, typdelim::pg_catalog.text FROM t`;
 
 /** What SourceTypes.load needs of a connection: one parameterised query. */

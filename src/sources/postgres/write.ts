@@ -19,7 +19,7 @@ export const LEND_WIRE_BUDGET = 256 * 1024 * 1024;
  * Binds row-rule settings (issue 27) for the rest of the write's transaction only (`is_local`):
  * names and values are bound parameters, never spliced; they end with COMMIT or ROLLBACK.
  */
-const BIND_LOCAL_SETTINGS = 'SELECT pg_catalog.set_config(s.name, s.value, true) FROM ROWS FROM (pg_catalog.unnest($1::text[]), pg_catalog.unnest($2::text[])) AS s(name, value)';
+export const BIND_LOCAL_SETTINGS = 'SELECT pg_catalog.set_config(s.name, s.value, true) FROM ROWS FROM (pg_catalog.unnest($1::pg_catalog.text[]), pg_catalog.unnest($2::pg_catalog.text[])) AS s(name, value)';
 
 /**
  * The rows inserted, updated and deleted so far in this session's pending statistics (the server's
@@ -28,12 +28,13 @@ const BIND_LOCAL_SETTINGS = 'SELECT pg_catalog.set_config(s.name, s.value, true)
  * the statement changed in a table on this server: its own, its data-modifying CTEs', and those its
  * triggers, referential actions and functions changed (hnu42 finding 1).
  */
-const XACT_CHANGES = `SELECT pg_catalog.current_setting('track_counts')::bool AS counting,
-  coalesce(pg_catalog.sum(pg_catalog.pg_stat_get_xact_tuples_inserted(c.oid) + pg_catalog.pg_stat_get_xact_tuples_updated(c.oid)
-    + pg_catalog.pg_stat_get_xact_tuples_deleted(c.oid)), 0)::text AS changed,
-  EXISTS (SELECT 1 FROM pg_catalog.pg_locks l JOIN pg_catalog.pg_class f ON f.oid = l.relation
-    WHERE l.pid = pg_catalog.pg_backend_pid() AND l.locktype = 'relation' AND l.mode = 'RowExclusiveLock' AND f.relkind = 'f') AS foreign_written
-  FROM pg_catalog.pg_class c WHERE c.relkind IN ('r', 't', 'm')`;
+export const XACT_CHANGES = `SELECT pg_catalog.current_setting('track_counts')::pg_catalog.bool AS counting,
+  coalesce(pg_catalog.sum(pg_catalog.pg_stat_get_xact_tuples_inserted(c.oid) OPERATOR(pg_catalog.+) pg_catalog.pg_stat_get_xact_tuples_updated(c.oid)
+    OPERATOR(pg_catalog.+) pg_catalog.pg_stat_get_xact_tuples_deleted(c.oid)), 0)::pg_catalog.text AS changed,
+  EXISTS (SELECT 1 FROM pg_catalog.pg_locks l JOIN pg_catalog.pg_class f ON f.oid OPERATOR(pg_catalog.=) l.relation
+    WHERE l.pid OPERATOR(pg_catalog.=) pg_catalog.pg_backend_pid() AND l.locktype OPERATOR(pg_catalog.=) 'relation' AND l.mode OPERATOR(pg_catalog.=) 'RowExclusiveLock'
+      AND f.relkind OPERATOR(pg_catalog.=) 'f') AS foreign_written
+  FROM pg_catalog.pg_class c WHERE c.relkind OPERATOR(pg_catalog.=) ANY (ARRAY['r', 't', 'm']::pg_catalog."char"[])`;
 
 /**
  * Sent before an approved write's guard (red team rt44a): every deferrable constraint and constraint
@@ -44,10 +45,10 @@ const XACT_CHANGES = `SELECT pg_catalog.current_setting('track_counts')::bool AS
  * jit_above_cost and compiling them took 3.3 s against 15–25 ms run without (measured here,
  * PostgreSQL 15), as for the scan (src/control/scan.ts). The approved statement runs without JIT too.
  */
-const PRE_GUARD = "SET CONSTRAINTS ALL IMMEDIATE; SELECT pg_catalog.set_config(name, 'off', true) FROM pg_catalog.pg_settings WHERE name = 'jit'";
+export const PRE_GUARD = "SET CONSTRAINTS ALL IMMEDIATE; SELECT pg_catalog.set_config(name, 'off', true) FROM pg_catalog.pg_settings WHERE name OPERATOR(pg_catalog.=) 'jit'";
 
 /** PRE_GUARD and the savepoint the write's LOCK (WriteGuard.lock) runs in, so that a lock refused can be undone. */
-const PRE_GUARD_SAVEPOINT = "SET CONSTRAINTS ALL IMMEDIATE; SELECT pg_catalog.set_config(name, 'off', true) FROM pg_catalog.pg_settings WHERE name = 'jit'; SAVEPOINT interlock_lock";
+export const PRE_GUARD_SAVEPOINT = "SET CONSTRAINTS ALL IMMEDIATE; SELECT pg_catalog.set_config(name, 'off', true) FROM pg_catalog.pg_settings WHERE name OPERATOR(pg_catalog.=) 'jit'; SAVEPOINT interlock_lock";
 
 /**
  * BEGIN and the new transaction's id, in one simple-protocol message (one round trip, as BEGIN alone
@@ -55,13 +56,13 @@ const PRE_GUARD_SAVEPOINT = "SET CONSTRAINTS ALL IMMEDIATE; SELECT pg_catalog.se
  * `pg_current_xact_id()`; it exists on every supported server) assigns the transaction its id at
  * once. Kept so that a COMMIT whose answer never came can be asked about afterwards (COMMIT_STATUS).
  */
-const BEGIN_WITH_XID = 'BEGIN; SELECT pg_catalog.txid_current()::text AS xid';
+export const BEGIN_WITH_XID = 'BEGIN; SELECT pg_catalog.txid_current()::pg_catalog.text AS xid';
 
 /**
  * Whether transaction $1 (a txid_current value) committed: 'committed', 'aborted', 'in progress', or
  * NULL when it is too old for the server to know (`txid_status`, PostgreSQL 10+; `pg_xact_status` on 13+).
  */
-const COMMIT_STATUS = 'SELECT pg_catalog.txid_status($1::bigint) AS status';
+export const COMMIT_STATUS = 'SELECT pg_catalog.txid_status($1::bigint) AS status';
 
 /**
  * Ends backend $1 when it still runs transaction $2 (a txid_current value; pg_stat_activity's
@@ -69,8 +70,9 @@ const COMMIT_STATUS = 'SELECT pg_catalog.txid_status($1::bigint) AS status';
  * end its own role's sessions (PostgreSQL: a member of the backend's role, or pg_signal_backend); a
  * role that may not gets an error (42501), which the caller ignores. Returns a row only when it ran.
  */
-const END_OLD_BACKEND = `SELECT pg_catalog.pg_terminate_backend(a.pid) AS ended FROM pg_catalog.pg_stat_activity a
-  WHERE a.pid = $1::int AND a.backend_xid IS NOT NULL AND a.backend_xid::text::bigint = $2::bigint % 4294967296`;
+export const END_OLD_BACKEND = `SELECT pg_catalog.pg_terminate_backend(a.pid) AS ended FROM pg_catalog.pg_stat_activity a
+  WHERE a.pid OPERATOR(pg_catalog.=) $1::int AND a.backend_xid IS NOT NULL
+    AND a.backend_xid::pg_catalog.text::bigint OPERATOR(pg_catalog.=) ($2::bigint OPERATOR(pg_catalog.%) 4294967296)`;
 
 /** What asking a fresh writer connection about a lost COMMIT learnt (null: nothing certain). */
 export type CommitStatus = 'committed' | 'aborted' | null;

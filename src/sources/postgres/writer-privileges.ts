@@ -7,6 +7,7 @@
  */
 import { relKey } from '../../sql/prepared-catalog';
 import type { RelationName } from '../../sql/catalog-types';
+import { loadSqlQualifier, qualifySql } from './qualify-sql';
 
 /** A privilege an INSERT, UPDATE, DELETE or MERGE needs on its target. */
 export type WritePrivilege = 'INSERT' | 'UPDATE' | 'DELETE';
@@ -16,7 +17,7 @@ export const WRITER_MISSING_SQL = `SELECT m.schema, m.name, pg_catalog.array_to_
   SELECT n.nspname::text AS schema, c.relname::text AS name,
     ARRAY(SELECT p.p FROM pg_catalog.unnest(ARRAY['INSERT', 'UPDATE', 'DELETE']) WITH ORDINALITY AS p(p, o)
       WHERE NOT coalesce(pg_catalog.has_schema_privilege(r.oid, n.oid, 'USAGE')
-        AND CASE p.p WHEN 'DELETE' THEN pg_catalog.has_table_privilege(r.oid, c.oid, 'DELETE') ELSE pg_catalog.has_any_column_privilege(r.oid, c.oid, p.p) END, false)
+        AND CASE WHEN p.p = 'DELETE' THEN pg_catalog.has_table_privilege(r.oid, c.oid, 'DELETE') ELSE pg_catalog.has_any_column_privilege(r.oid, c.oid, p.p) END, false)
       ORDER BY p.o) AS missing
   FROM ROWS FROM (pg_catalog.unnest($2::text[]), pg_catalog.unnest($3::text[])) AS w(schema, name)
   JOIN pg_catalog.pg_namespace n ON n.nspname OPERATOR(pg_catalog.=) w.schema
@@ -34,7 +35,8 @@ export type WriterRead = (sql: string, params: unknown[]) => Promise<{ rowsArray
  */
 export async function writerMissingList(read: WriterRead, role: string, relations: readonly RelationName[]): Promise<Array<RelationName & { privileges: WritePrivilege[] }>> {
   if (relations.length === 0) return [];
-  const res = await read(WRITER_MISSING_SQL, [role, relations.map((r) => r.schema), relations.map((r) => r.name)]);
+  await loadSqlQualifier();
+  const res = await read(qualifySql(WRITER_MISSING_SQL), [role, relations.map((r) => r.schema), relations.map((r) => r.name)]);
   if (res.truncated) throw new Error('writer privileges answer incomplete');
   return res.rowsArray.map(([schema, name, missing]) => {
     if (typeof schema !== 'string' || typeof name !== 'string' || typeof missing !== 'string') throw new Error('writer privileges answer malformed');

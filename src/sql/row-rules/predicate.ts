@@ -203,6 +203,21 @@ export type ColumnTypes = (column: string) => string | undefined;
 export class RowPredicateTableError extends Error {}
 
 /**
+ * The built-in types format_type prints as one bare name (its SQL-keyword names, `integer`, `bigint`,
+ * `boolean`, `character varying` …, the grammar already reads as pg_catalog's).
+ */
+const BUILTIN_BARE_TYPES = new Set(['text', 'int2', 'int4', 'int8', 'bool', 'float4', 'float8', 'numeric', 'date', 'time', 'timetz', 'timestamp', 'timestamptz', 'interval', 'uuid', 'json', 'jsonb', 'bpchar', 'varchar', 'name', 'oid', 'bytea', 'inet', 'cidr', 'macaddr', 'macaddr8', 'money', 'xml', 'tsvector', 'tsquery']);
+
+/**
+ * `type` (bindType's spelling) with pg_catalog named when it is one of BUILTIN_BARE_TYPES, so the
+ * row view's casts resolve no type through the search path of the role that creates the view (red
+ * team rt47b J3b); a user type keeps the name format_type printed for the scan's path.
+ */
+function pinnedType(type: string): string {
+  return BUILTIN_BARE_TYPES.has(type) ? `pg_catalog.${type}` : type;
+}
+
+/**
  * Renders a checked predicate as SQL for a WHERE clause over its table (columns unqualified), with
  * each `identity.<attr>` as `current_setting('interlock.attr.<attr>', true)` cast to the type of
  * the column it is compared with (text elsewhere; an array of it under `ANY`). Throws
@@ -218,7 +233,7 @@ export function renderRowPredicate(p: RowPredicate, types: ColumnTypes, onBind?:
     if (t === null) throw new RowPredicateTableError(`column ${JSON.stringify(name)} has a type (${dt}) a row rule cannot compare with an attribute`);
     return t;
   };
-  const setting = (attr: string, type: string) => `(pg_catalog.current_setting(${stringLiteral(ATTRIBUTE_SETTING_PREFIX + attr)}, true)::${type})`;
+  const setting = (attr: string, type: string) => `(pg_catalog.current_setting(${stringLiteral(ATTRIBUTE_SETTING_PREFIX + attr)}, true)::${pinnedType(type)})`;
   const typeOf = (n: PredicateNode): string | null => (n.k === 'col' ? colType(n.name) : null);
   const r = (n: PredicateNode, ctx: string | null): string => {
     switch (n.k) {
@@ -235,11 +250,12 @@ export function renderRowPredicate(p: RowPredicate, types: ColumnTypes, onBind?:
       case 'any': {
         const t = typeOf(n.l);
         onBind?.(n.attr, t ?? 'text');
-        return `(${r(n.l, null)} OPERATOR(pg_catalog.=) ANY ((pg_catalog.current_setting(${stringLiteral(LIST_SETTING_PREFIX + n.attr)}, true)::${t ?? 'text'}[])))`;
+        return `(${r(n.l, null)} OPERATOR(pg_catalog.=) ANY ((pg_catalog.current_setting(${stringLiteral(LIST_SETTING_PREFIX + n.attr)}, true)::${pinnedType(t ?? 'text')}[])))`;
       }
       case 'in': {
         const t = typeOf(n.l);
-        return `(${r(n.l, null)} ${n.not ? 'NOT IN' : 'IN'} (${n.items.map((i) => r(i, t)).join(', ')}))`;
+        // Not IN (…), whose `=` would be looked up on the search path (red team rt47b J3b).
+        return `(${r(n.l, null)} OPERATOR(pg_catalog.${n.not ? '<>) ALL' : '=) ANY'} (ARRAY[${n.items.map((i) => r(i, t)).join(', ')}]${t === null ? '' : `::${pinnedType(t)}[]`}))`;
       }
       case 'bool':
         return n.op === 'NOT' ? `(NOT ${r(n.args[0], null)})` : `(${n.args.map((a) => r(a, null)).join(` ${n.op} `)})`;

@@ -20,7 +20,7 @@
  *      kind of path again, so reads are refused for everyone and the source is rescanned without end (before,
  *      session_settings_mismatch on every read). Fixed: the scan's path and the verification's leave the
  *      session's temporary schema out (session-settings.ts lookupPath).
- *   J3 high, functions fixed (J3b, operators, open): not this session's change, found while probing item
+ *   J3 high, fixed (functions here; operators and types: J3b): not this session's change, found while probing item
  *      1's "can the connection's statements run something else". The catalogue scan (catalog.ts SCAN_SQL,
  *      run by control/scan.ts on a reader connection with the reader role's own search_path, which was not
  *      read-only) called json_build_array, json_agg, bool_or, min, count, unnest … unqualified. An insider
@@ -30,14 +30,19 @@
  *      fix), and could as well return forged catalogue facts. Fixed: every function of SCAN_SQL (and the
  *      fragments it includes) and of unreadableRelations is pg_catalog-qualified (a parse-tree test keeps
  *      SCAN_SQL so), unreadableRelations' operators too, and the scan's connection is read-only.
- *   J3b high, open (skipped): SCAN_SQL still compares with ~450 unqualified operators, some between
- *      different types pg_catalog has no exact operator for (`t.typrelid = 0`: oid = integer). An insider's
- *      public.= (oid, integer) is an exact match and runs as the reader during every scan (shown: the copy as
- *      in J3; with the read-only scan now the copy fails and so does the scan, 25006, but a function that only
- *      returns a chosen boolean forges catalogue facts unseen). hook-guard.ts (`typelem <> 0`, `attrelid >=
- *      16384`) runs on writer connections: the same class, not tested here. Fix: each operator between
- *      different types with both sides of one type (`0::pg_catalog.oid`) or as OPERATOR(pg_catalog.op), and a
- *      parse-tree test that every A_Expr of these statements is qualified or between same-typed operands.
+ *   J3b high, fixed: SCAN_SQL still compared with ~450 unqualified operators, some between different
+ *      types pg_catalog has no exact operator for (`t.typrelid = 0`: oid = integer). An insider's
+ *      public.= (oid, integer) was an exact match and ran as the reader during every scan (shown: the copy as
+ *      in J3; with the read-only scan the copy fails and so does the scan, 25006, but a function that only
+ *      returns a chosen boolean forges catalogue facts unseen). hook-guard.ts (`typelem <> 0`) ran an
+ *      insider's public.<> (oid, integer) as the writer during an approved write's guard (shown: it recorded
+ *      the writer role); and a type name in a cast (`::text`) resolved through the path, so with the reader's
+ *      path `public, pg_catalog` an insider's domain public.text ran its CHECK as the reader during a scan.
+ *      Fixed: every statement InterLock sends on a source connection names each operator
+ *      (OPERATOR(pg_catalog.op)), type, function, collation and relation with its schema
+ *      (src/sources/postgres/qualify-sql.ts qualifySql rewrites the composed texts once, IN lists, LIKE,
+ *      NULLIF, IS DISTINCT FROM and CASE x WHEN written by hand; test/unit/sources/qualified-statements.test.ts
+ *      checks every such statement's parse tree).
  * Held (no test needed beyond the existing suites; by reading): DateStyle's set_config and current_setting
  * are schema-qualified in the verification statement (no shadowing by search_path); interlock_approval_status
  * answers another identity's approval after the same one query as an unknown id; the console's preview is text.
@@ -53,10 +58,18 @@ import { connectPinned } from '../../../src/sources/postgres/pinned-client';
 import { pinnedStartupOptions } from '../../../src/sources/postgres/session-settings';
 import { searchPathOption } from '../../../src/sources/postgres/settings';
 import { scanCatalog, SCAN_SQL } from '../../../src/sources/postgres/catalog';
-import { parseSync } from 'libpg-query';
 import { initSqlParser } from '../../../src/sql/parser';
+import { qualifySql, unqualifiedNames } from '../../../src/sources/postgres/qualify-sql';
 import { createTempDatabase, pgServer } from '../../helpers/pg';
 import { auditRow, faultPairs } from '../../helpers/audit-events';
+import { startGovernedEnv, callTool, sourceQuery, type GovernedEnv } from '../../helpers/governed';
+import { startInsider, stopInsider, type Insider } from '../../helpers/stale-reads';
+import { approveAndExecute } from '../../../src/approvals/execute';
+import { scanSource } from '../../../src/control/scan';
+import { upsertRole } from '../../../src/control/roles';
+import { createIdentity } from '../../../src/control/identities';
+import { grantRole } from '../../../src/control/grants';
+import { createApiKey } from '../../../src/control/keys';
 
 jest.setTimeout(120_000);
 
@@ -159,9 +172,10 @@ describe('rt47b J2 (low, fixed): a role path starting with pg_temp makes every r
 /**
  * A fresh source database with a reader (SELECT on public.secret only) and an insider (USAGE, CREATE on
  * public) who runs `insiderSql` (its objects may insert into public.loot, which anyone may); then one
- * catalogue scan as the reader on its own path. Returns how the scan ended and the rows loot holds.
+ * catalogue scan as the reader on its own path (`readerPath`: the role's search_path default, set by an
+ * admin first). Returns how the scan ended and the rows loot holds.
  */
-async function scanWithInsider(insiderSql: string[]): Promise<{ scanned: string; loot: Array<{ who: string; v: string }> }> {
+async function scanWithInsider(insiderSql: string[], readerPath?: string): Promise<{ scanned: string; loot: Array<{ who: string; v: string }> }> {
   const temp = await createTempDatabase('rt47b_j3');
   const tag = randomBytes(4).toString('hex');
   const reader = `rt47b_j3r_${tag}`;
@@ -170,6 +184,7 @@ async function scanWithInsider(insiderSql: string[]): Promise<{ scanned: string;
   const admin = await connectPinned({ host, port, database: temp.name, user: 'root', options: pinnedStartupOptions() });
   try {
     await admin.query(`CREATE ROLE ${reader} LOGIN; CREATE ROLE ${insider}`);
+    if (readerPath !== undefined) await admin.query(`ALTER ROLE ${reader} SET search_path = ${readerPath}`);
     await admin.query(`CREATE TABLE public.secret (v text); INSERT INTO public.secret VALUES ('only the reader may read this'); GRANT SELECT ON public.secret TO ${reader}`);
     await admin.query(`GRANT USAGE, CREATE ON SCHEMA public TO ${insider}`);
     await admin.query(`SET ROLE ${insider}`);
@@ -197,7 +212,7 @@ async function scanWithInsider(insiderSql: string[]): Promise<{ scanned: string;
 }
 
 // Shown failing before the fix: loot held the secret row once per json_build_array(name, name) call, who = the reader role.
-describe('rt47b J3 (high, functions fixed, operators open): an insider with CREATE on a schema of the reader\'s path against the catalogue scan', () => {
+describe('rt47b J3 (high, fixed; operators and types: J3b): an insider with CREATE on a schema of the reader\'s path against the catalogue scan', () => {
   test('finding J3 (fixed for functions): a function in public shadowing a built-in the scan calls unqualified (json_build_array(name, name)) does not run as the reader', async () => {
     expect(
       await scanWithInsider([
@@ -210,25 +225,20 @@ describe('rt47b J3 (high, functions fixed, operators open): an insider with CREA
 });
 
 describe('rt47b J3: the scan statement names every function with its schema', () => {
-  // Shown failing before the fix: json_agg ×34, json_build_array ×22, bool_or ×8, … unqualified.
-  test('no unqualified function call in SCAN_SQL (libpg-query parse tree)', async () => {
+  // Shown failing before the fix: json_agg ×34, json_build_array ×22, bool_or ×8, … unqualified. J3b: the text sent
+  // (qualifySql's) names every operator, type, collation and relation too (the one check of qualify-sql.ts, which
+  // test/unit/sources/qualified-statements.test.ts runs over every statement sent on a source connection).
+  test('no unqualified function call in SCAN_SQL, and nothing unqualified in the text sent (libpg-query parse tree)', async () => {
     await initSqlParser();
-    const unqualified: string[] = [];
-    const walk = (n: unknown): void => {
-      if (Array.isArray(n)) return n.forEach(walk);
-      if (!n || typeof n !== 'object') return;
-      const call = (n as { FuncCall?: { funcname: Array<{ String: { sval?: string; str?: string } }> } }).FuncCall;
-      if (call && call.funcname.length === 1) unqualified.push(call.funcname[0].String.sval ?? call.funcname[0].String.str ?? '?');
-      Object.values(n).forEach(walk);
-    };
-    walk(parseSync(SCAN_SQL));
-    expect(unqualified).toEqual([]);
+    expect(unqualifiedNames(SCAN_SQL).filter((l) => l.startsWith('function '))).toEqual([]);
+    expect(unqualifiedNames(qualifySql(SCAN_SQL))).toEqual([]);
   });
 });
 
 // Shown failing (run without .skip, before the read-only scan): loot held the secret row, who = the reader role (an operator
-// = (oid, integer) in public is an exact match for the scan's `t.typrelid = 0`, pg_catalog has = (oid, oid) only).
-describe.skip('rt47b J3b (high, open): an operator in public shadowing one the scan uses between different types', () => {
+// = (oid, integer) in public is an exact match for the scan's `t.typrelid = 0`, pg_catalog has = (oid, oid) only); and
+// again before the fix of J3b with this scan connection (not read-only): loot held the secret row, who = the reader role.
+describe('rt47b J3b (high, fixed): an operator or type in public shadowing one the scan uses', () => {
   test('finding J3b: public.= (oid, integer) does not run as the reader during a scan', async () => {
     expect(
       await scanWithInsider([
@@ -238,5 +248,73 @@ describe.skip('rt47b J3b (high, open): an operator in public shadowing one the s
         'CREATE OPERATOR public.= (LEFTARG = oid, RIGHTARG = integer, FUNCTION = public.oid_eq_int)',
       ]),
     ).toEqual({ scanned: 'scanned', loot: [] });
+  });
+
+  // Shown failing before the fix: loot held the secret row, who = the reader role (the scan's `::text` casts were the domain).
+  test('finding J3b (types): with the reader\'s path `public, pg_catalog`, a domain public.text whose CHECK records the role does not run during a scan', async () => {
+    expect(
+      await scanWithInsider(
+        [
+          `CREATE FUNCTION public.spy(x pg_catalog.text) RETURNS boolean LANGUAGE sql VOLATILE AS $$
+            INSERT INTO public.loot SELECT current_user, v FROM public.secret;
+            SELECT true $$`,
+          'CREATE DOMAIN public.text AS pg_catalog.text CHECK (public.spy(VALUE))',
+        ],
+        'public, pg_catalog',
+      ),
+    ).toEqual({ scanned: 'scanned', loot: [] });
+  });
+});
+
+describe('rt47b J3b (high, fixed): an operator in public shadowing one the write-hook guard uses, as the writer', () => {
+  let env: GovernedEnv;
+  let x: Insider;
+  let key: string;
+
+  beforeAll(async () => {
+    env = await startGovernedEnv();
+    x = await startInsider(env, 'rt47b');
+    await sourceQuery(
+      env,
+      `CREATE TABLE public.rt47b_evidence (who text NOT NULL);
+       GRANT INSERT, SELECT ON public.rt47b_evidence TO PUBLIC;
+       CREATE TABLE public.rt47b_w (id int PRIMARY KEY, tags int[]);
+       INSERT INTO public.rt47b_w VALUES (1, '{1}');
+       GRANT SELECT, UPDATE ON public.rt47b_w TO "${env.demo.writerRole}";
+       GRANT SELECT ON public.rt47b_w TO "${env.demo.readerRole}";
+       GRANT CREATE ON SCHEMA public TO "${x.role}";`,
+    );
+    await scanSource(env.db, env.demo.sourceId);
+    await upsertRole(env.db, {
+      name: 'rt47b-writer',
+      statements: [
+        { effect: 'allow' as const, action: 'read' as const, resource: 'public.rt47b_w' },
+        { effect: 'allow' as const, action: 'write' as const, resource: 'public.rt47b_w' },
+      ],
+    });
+    const who = await createIdentity(env.db, 'rt47b-agent');
+    await grantRole(env.db, { identityId: who.id, roleName: 'rt47b-writer', sourceId: env.demo.sourceId });
+    key = (await createApiKey(env.db, who.id)).secret;
+    env.gateway.store.invalidate('*');
+  });
+  afterAll(async () => {
+    await stopInsider(x, 'DROP OPERATOR IF EXISTS public.<> (oid, integer); DROP FUNCTION IF EXISTS public.rt47b_ne(oid, integer)');
+    await env?.close();
+  });
+
+  // Shown failing before the fix: { state: 'executed', rowCount: 1 } and evidence [{ who: <the writer role> }, …] (the guard's
+  // `hty.typelem <> 0` over the array column's type, before and after the statement).
+  test('finding J3b (writer): public.<> (oid, integer) created after the write was queued does not run during its guard', async () => {
+    const r = await callTool(env, 'interlock_query', { source_id: env.demo.sourceId, sql: "UPDATE rt47b_w SET tags = '{2}' WHERE id = 1", params: [] }, key);
+    expect(r.body.result.structuredContent).toMatchObject({ status: 'queued', approval_state: 'pending' });
+    const id = r.body.result.structuredContent.approval_id as string;
+    await x.insider.query(`CREATE FUNCTION public.rt47b_ne(a oid, b integer) RETURNS boolean LANGUAGE sql VOLATILE AS $$
+        INSERT INTO public.rt47b_evidence SELECT current_user;
+        SELECT a OPERATOR(pg_catalog.<>) b::oid $$;
+      CREATE OPERATOR public.<> (LEFTARG = oid, RIGHTARG = integer, FUNCTION = public.rt47b_ne)`);
+    const done = await approveAndExecute(env.db, id, { operator: 'ops-rt47b' });
+    const evidence = await sourceQuery<{ who: string }>(env, 'SELECT who FROM public.rt47b_evidence');
+    const tags = (await sourceQuery<{ tags: number[] }>(env, 'SELECT tags FROM public.rt47b_w WHERE id = 1'))[0]?.tags;
+    expect({ done, evidence, tags }).toEqual({ done: { approvalId: id, state: 'executed', rowCount: 1 }, evidence: [], tags: [2] });
   });
 });

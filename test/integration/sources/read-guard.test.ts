@@ -95,10 +95,11 @@ test('guard and statement stay prepared on the connection', async () => {
 
 test('the guard text is one shared string per relation count, the same text as built afresh (issue 28 item 3)', () => {
   expect(standaloneGuardSql(2)).toBe(standaloneGuardSql(2));
-  expect(standaloneGuardSql(2)).toContain('($1::text, $2::text), ($3::text, $4::text)');
+  // Types pinned to pg_catalog (red team rt47b J3b).
+  expect(standaloneGuardSql(2)).toContain('($1::pg_catalog.text, $2::pg_catalog.text), ($3::pg_catalog.text, $4::pg_catalog.text)');
   expect(standaloneGuardSql(1)).not.toContain('$3');
   // Past the remembered range it is still built correctly.
-  expect(standaloneGuardSql(40)).toContain('($79::text, $80::text)');
+  expect(standaloneGuardSql(40)).toContain('($79::pg_catalog.text, $80::pg_catalog.text)');
   expect(standaloneGuard([{ schema: 'public', name: 'flat' }]).text).toBe(standaloneGuardSql(1));
 });
 

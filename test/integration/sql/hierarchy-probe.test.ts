@@ -9,6 +9,7 @@ import { Client } from 'pg';
 import { createTempDatabase, type TempDatabase } from '../../helpers/pg';
 import { HIERARCHY_SQL, standaloneProbeSql, readRelationTrees, type HierarchyRead } from '../../../src/sources/postgres/hierarchy';
 import { relationKey, type LiveRelationTree } from '../../../src/sql/hierarchy';
+import { qualifySql } from '../../../src/sources/postgres/qualify-sql';
 import type { RelationName } from '../../../src/sql/catalog-types';
 
 let db: TempDatabase;
@@ -18,7 +19,8 @@ let reader: Client;
 let sent: Array<'probe' | 'walk'> = [];
 
 const read: HierarchyRead = async (sql, params) => {
-  sent.push(sql === standaloneProbeSql(params.length / 2) ? 'probe' : sql === HIERARCHY_SQL ? 'walk' : (() => { throw new Error('unexpected sql'); })());
+  // Each sent with every name pinned to pg_catalog (red team rt47b J3b).
+  sent.push(sql === qualifySql(standaloneProbeSql(params.length / 2)) ? 'probe' : sql === qualifySql(HIERARCHY_SQL) ? 'walk' : (() => { throw new Error('unexpected sql'); })());
   const r = await reader.query({ text: sql, values: params, rowMode: 'array' });
   return { rowsArray: r.rows as unknown[][], truncated: false };
 };

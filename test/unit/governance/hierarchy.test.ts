@@ -13,6 +13,7 @@ import { fieldColumns } from '../../../src/discovery/tables';
 import type { CatalogRelation, SourceCatalog } from '../../../src/sql/catalog-types';
 import { catalogHierarchy, hierarchyChanged, NO_HIERARCHY, overlayHierarchy, relationKey } from '../../../src/sql/hierarchy';
 import { HIERARCHY_SQL, readRelationTrees } from '../../../src/sources/postgres/hierarchy';
+import { qualifySql } from '../../../src/sources/postgres/qualify-sql';
 
 const n = (name: string) => ({ schema: 'public', name });
 const rel = (name: string, extra: Partial<CatalogRelation> = {}): CatalogRelation => ({ schema: 'public', name, kind: 'table', columns: [{ name: 'id', dataType: 'integer' }, { name: 'v', dataType: 'text' }], ...extra });
@@ -125,7 +126,8 @@ test('readRelationTrees: one query with parallel name arrays; an incomplete or m
     ['public', 'm', 'd', 'public', 'm1'],
   ];
   const trees = await readRelationTrees(async (sql, params) => (calls.push([sql, params]), { rowsArray: rows, truncated: false }), [n('m1a'), n('m'), n('gone')]);
-  expect(calls).toEqual([[HIERARCHY_SQL, [['public', 'public', 'public'], ['m1a', 'm', 'gone']]]]);
+  // Sent with every name pinned to pg_catalog (red team rt47b J3b).
+  expect(calls).toEqual([[qualifySql(HIERARCHY_SQL), [['public', 'public', 'public'], ['m1a', 'm', 'gone']]]]);
   expect(Object.fromEntries(trees)).toEqual({
     [relationKey('public', 'm1a')]: { ancestors: [n('m1'), n('m')], descendants: [] },
     [relationKey('public', 'm')]: { ancestors: [], descendants: [n('m1')] },

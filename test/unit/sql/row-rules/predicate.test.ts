@@ -66,7 +66,7 @@ describe('renderRowPredicate', () => {
   it('casts an attribute to the compared column type without its modifier, and lists to arrays', () => {
     const sql = renderRowPredicate(parseRowPredicate('support_rep_id = identity.employee_id OR region = ANY(identity.regions) OR code = identity.c'), lookup);
     expect(sql).toBe(
-      "((\"support_rep_id\" OPERATOR(pg_catalog.=) (pg_catalog.current_setting(E'interlock.attr.employee_id', true)::integer)) OR (\"region\" OPERATOR(pg_catalog.=) ANY ((pg_catalog.current_setting(E'interlock.attrs.regions', true)::character varying[]))) OR (\"code\" OPERATOR(pg_catalog.=) (pg_catalog.current_setting(E'interlock.attr.c', true)::bpchar)))",
+      "((\"support_rep_id\" OPERATOR(pg_catalog.=) (pg_catalog.current_setting(E'interlock.attr.employee_id', true)::integer)) OR (\"region\" OPERATOR(pg_catalog.=) ANY ((pg_catalog.current_setting(E'interlock.attrs.regions', true)::character varying[]))) OR (\"code\" OPERATOR(pg_catalog.=) (pg_catalog.current_setting(E'interlock.attr.c', true)::pg_catalog.bpchar)))",
     );
   });
 
