@@ -28,7 +28,7 @@ export interface InterlockQueryArguments {
    */
   sql?: string;
   /**
-   * Values for the $n placeholders, in order.
+   * Values for the $n placeholders, in order. A number JSON cannot carry exactly (an integer beyond ±(2^53−1), a decimal with more than about 15 significant digits) is refused invalid_arguments: send it as a string, e.g. "12345678901234567890.123", which PostgreSQL reads exactly.
    *
    * @maxItems 100
    */

@@ -1549,7 +1549,7 @@ export interface components {
             /** @description One line, comments removed; ends in … when shortened. */
             statement: string;
             truncated: boolean;
-            /** @description Compact preview of the parameter values (task nu47fix item 5): JSON, invisible characters shown as ⟨U+XXXX⟩, ends in … when shortened (paramsTruncated); empty when the write has none. Display text, never markup. */
+            /** @description Compact preview of the parameter values (task nu47fix item 5): JSON, invisible characters shown as ⟨U+XXXX⟩, ends in …# and the first 6 hex digits of the SHA-256 of the full parameters' JSON when shortened to the preview's width (paramsTruncated; task low48: two writes whose values differ only past the cut show different previews); empty when the write has none. Display text, never markup. */
             params: string;
             paramsTruncated: boolean;
             /** @description How many comments the statement holds. */

@@ -88,6 +88,19 @@ export function recheckCause(code: string): ApprovalFailureCause {
 }
 
 /**
+ * The operator-only cause of an approved write that was not run because something threw before it
+ * reached the writer (src/approvals/execute.ts approveAndExecute; agents see execution_failed):
+ * source settings the connector refuses are named by their field (`invalid source settings
+ * (writer.user)`, the connector's fixed text); anything else is a fixed sentence pointing at the
+ * gateway log (no driver, host or port text is kept).
+ */
+export function notRunCause(err: unknown): ApprovalFailureCause {
+  const m = /invalid source settings \(([A-Za-z0-9_.]+)\)/.exec(String((err as { message?: unknown } | null)?.message ?? ''));
+  if (m) return { message: `not run: the source's settings cannot be used (invalid source settings: ${m[1]}); correct them (interlock source update), then requeue the write` };
+  return { message: 'not run: checking the write at approval, or setting up its writer, failed (the gateway log says why); requeue it once that is fixed' };
+}
+
+/**
  * The stable failure code agents see for what the connector threw: statement_failed when the
  * server refused the statement (a SQLSTATE), else the connector's code (statement_timeout,
  * circuit_open, source_unavailable, upstream_tls_refused, session_settings_mismatch, cancelled,

@@ -10,12 +10,13 @@
 import type { Logger } from 'pino';
 import { withTransaction, type ControlDb } from '../control/db';
 import { requireApproval, transitionApproval, type ApprovalFailureCause, type ApprovalRecord } from '../control/approvals';
-import { failureCause, failureCode, recheckCause, staleCatalogCause } from './causes';
+import { failureCause, failureCode, notRunCause, recheckCause, staleCatalogCause } from './causes';
 import { scanSource } from '../control/scan';
 import { recordApprovalEvent } from '../audit/writer';
 import { ControlError } from '../control/errors';
 import { REQUESTER_PROBLEMS, requesterProblem } from './requester';
 import { DbGovernanceStore } from '../governance/db-store';
+import type { SourceRecord } from '../governance/store';
 import { AccessEvaluator } from '../governance/evaluator';
 import { analyzeSql, complexityLimitsFromSettings, initSqlParser } from '../sql/analyze';
 import { authorizeStatement, untrustedFunction } from '../pipeline/03-authorize';
@@ -272,7 +273,9 @@ async function decide(db: ControlDb, approvalId: string, to: 'approved' | 'rejec
  * Throws ControlError: not_found (no such approval), forbidden (self-approval), conflict (not
  * pending, or another operator decided first), unavailable (a lock not had within
  * APPROVAL_DECISION_LOCK_TIMEOUT_MS; nothing decided). Execution failures do not throw: the approval ends
- * `failed` with a stable error code (never driver text).
+ * `failed` with a stable error code (never driver text), and so does a failure to re-check the write
+ * or set up its writer once decided (`execution_failed`, cause from notRunCause; task low48 item 4);
+ * it throws only when that outcome cannot be recorded either (the control database gone).
  */
 export async function approveAndExecute(db: ControlDb, approvalId: string, opts: ApproveOptions): Promise<ApprovalExecution> {
   const a = await requireApproval(db, approvalId);
@@ -293,21 +296,34 @@ export async function approveAndExecute(db: ControlDb, approvalId: string, opts:
   };
 
   const registry = opts.connectors ?? new SourceConnectorRegistry({ logger: opts.logger });
+  // Until the write is handed to the writer nothing has run: whatever throws before (source settings
+  // the connector refuses, e.g. a writer without a user; the source gone; the control database) ends
+  // the approval failed execution_failed with the operator's cause, never left `approved` with the
+  // agent told "running now" (task low48 item 4). Only when even that cannot be recorded is it thrown.
   let checked: Awaited<ReturnType<typeof recheck>>;
+  let run: { source: SourceRecord; writer: ReturnType<SourceConnectorRegistry['get']> } | null = null;
   try {
     checked = await recheck(db, a, opts.now ?? new Date(), (settings) => registry.get(a.sourceId, settings));
+    if (checked.denied === null) {
+      const source = await new DbGovernanceStore(db, { ttlMs: 0 }).getSource(a.sourceId);
+      // Disabled or removed since the re-check read it: as the re-check says it.
+      if (!source || !source.enabled) checked = { denied: 'source_disabled' };
+      else run = { source, writer: registry.get(source.id, source.settings as unknown as PostgresSourceSettings) };
+    }
   } catch (err) {
     if (!opts.connectors) await registry.closeAll();
-    throw err;
+    opts.logger?.warn({ approvalId, source_id: a.sourceId, code: (err as { code?: string })?.code }, 'an approved write was not run: its re-check or writer could not be set up');
+    return await finish('failed', { error_code: 'execution_failed' }, notRunCause(err)).catch(() => {
+      throw err;
+    });
   }
-  if (checked.denied !== null) {
+  if (checked.denied !== null || run === null) {
     if (!opts.connectors) await registry.closeAll();
-    return finish('failed', { error_code: checked.denied }, recheckCause(checked.denied));
+    const code = checked.denied ?? 'source_disabled';
+    return finish('failed', { error_code: code }, recheckCause(code));
   }
   const plan = checked.plan;
-  const store = new DbGovernanceStore(db, { ttlMs: 0 });
-  const source = (await store.getSource(a.sourceId))!;
-  const writer = registry.get(source.id, source.settings as unknown as PostgresSourceSettings);
+  const { source, writer } = run;
   try {
     // Row rules (issue 27, row-write.ts): the views first (by the writer role), then the rewritten
     // statement with the requester's attributes bound inside its own transaction.

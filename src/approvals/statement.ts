@@ -8,6 +8,7 @@
  * Tokens come from PostgreSQL's own scanner (libpg-query scanSync), so a "--" or "/*" inside a
  * string or dollar-quoted constant is not mistaken for a comment. Pure once the parser is loaded.
  */
+import { createHash } from 'node:crypto';
 import { scanSync } from 'libpg-query';
 import { initSqlParser, isSqlParserReady } from '../sql/parser';
 import { cutText } from '../errors/cut-text';
@@ -55,17 +56,25 @@ export function showInvisible(text: string): { text: string; count: number } {
   return { text: out, count };
 }
 
+/** Hex digits of the parameters' digest that end a shortened preview (paramsForDisplay). */
+export const PARAMS_DIGEST_LENGTH = 6;
+
 /**
  * The parameter values of an approval as `approval list` and the console's list show them: JSON
  * with invisible characters shown as ⟨U+XXXX⟩ (showInvisible, as the statement: task hnu43 item 2),
- * shortened with … past `width` characters; '' when there are none. Display only: the console sets
- * it as text, never as markup.
+ * '' when there are none. Past `width` characters it is shortened to at most `width` characters,
+ * ending in `…#` and the first PARAMS_DIGEST_LENGTH hex digits of the SHA-256 of the full
+ * parameters' JSON (`["Focus","aaaa…#3f9a1c`), so two writes whose values differ only past the cut
+ * show different previews (task low48 item 3); one line still. Display only: the console sets it
+ * as text, never as markup.
  */
 export function paramsForDisplay(params: unknown[] | null | undefined, width?: number): { text: string; truncated: boolean } {
   if (!params || params.length === 0) return { text: '', truncated: false };
-  const text = showInvisible(JSON.stringify(params)).text;
+  const json = JSON.stringify(params);
+  const text = showInvisible(json).text;
   if (width === undefined || text.length <= width) return { text, truncated: false };
-  return { text: `${cutText(text, width - 1)}…`, truncated: true };
+  const digest = createHash('sha256').update(json).digest('hex').slice(0, PARAMS_DIGEST_LENGTH);
+  return { text: `${cutText(text, Math.max(1, width - 2 - PARAMS_DIGEST_LENGTH))}…#${digest}`, truncated: true };
 }
 
 /** Loads the scanner (the CLI and console call it once before statementForDisplay). */

@@ -84,16 +84,26 @@ export function reviewText(r: ApprovalReview, opts: { statement: boolean }): str
   return showInvisible(lines.join('\n')).text;
 }
 
-/** The row estimate as operator text: the number, or why there is none. */
+/**
+ * The row estimate as operator text: the number, or why there is none. A number is said to be an
+ * estimate, not a count, in the console's words (src/console/static/console.js estimateText; task
+ * low48 item 2): PostgreSQL never estimates fewer than 1 row, so 1 can mean none (a row the
+ * requester's row rules hide estimates 1 and then changes 0).
+ */
 export function estimateText(r: ApprovalReview): string {
   if (r.estimate !== null) {
     const rules = r.plan && r.plan.ok && r.plan.rowRules ? ", of the statement as approving runs it, with the requester's row rules" : '';
-    return `about ${r.estimate} row(s) changed (the planner's estimate now, EXPLAIN as the writer role${rules}; nothing ran)`;
+    return `about ${r.estimate} row(s) changed (the planner's estimate now, EXPLAIN as the writer role${rules}; nothing ran). ${ESTIMATE_NOT_COUNT}${r.estimate <= 1 ? ` ${ONE_CAN_MEAN_NONE}.` : '.'}`;
   }
   if (!r.plan) return r.approval.state === 'pending' ? 'none (the source is gone)' : `none (only a pending approval is planned; this one is ${r.approval.state})`;
   if (!r.plan.ok) return `none (no plan: ${r.plan.reason})`;
   return 'none (the plan gives no row count)';
 }
+
+/** What a row estimate is, as the console says it (src/console/static/console.js estimateText). */
+const ESTIMATE_NOT_COUNT = 'This is an estimate, not a count: the rows changed may differ';
+/** Why an estimate of 1 row can mean none, as the console says it. */
+const ONE_CAN_MEAN_NONE = '(PostgreSQL never estimates fewer than 1 row, so 1 can mean none)';
 
 /** Width of the statement column of `approval list` (without --full). */
 export const LIST_STATEMENT_WIDTH = 80;

@@ -20,6 +20,7 @@ import { retryAfterSeconds, sendError, sendRateLimited, type ErrorBody } from '.
 import { clientAddressKey, keylessGate, limitMessage, unverifiedKeyGate } from '../transport/client-limits';
 import { bearerToken } from '../pipeline/01-identity';
 import { jsonNestsDeeperThan, MAX_JSON_DEPTH } from '../transport/json-depth';
+import { parseClientJson } from '../pipeline/json-numbers';
 import type { DispatchDeps } from '../protocol/dispatch';
 import { challengeHeader, type AuthSurface } from '../auth/protected-resource';
 
@@ -104,7 +105,7 @@ export function jsonBody(limit = 1024 * 1024): RequestHandler[] {
       if (ct !== 'application/json') return sendError(res, 'unsupported_media_type', 'Unsupported Media Type: send Content-Type: application/json');
       if (jsonNestsDeeperThan(raw)) return sendError(res, 'invalid_json', `The body nests arrays and objects deeper than ${MAX_JSON_DEPTH} levels`);
       try {
-        req.body = JSON.parse(raw);
+        req.body = parseClientJson(raw); // as JSON.parse, numbers it cannot carry exactly recorded (src/pipeline/json-numbers.ts)
       } catch {
         return sendError(res, 'invalid_json', 'The body is not valid JSON');
       }

@@ -28,6 +28,7 @@ import { statementAuditFacts } from './audit-facts';
 import { hitOutcome, type ResultCache } from './cache';
 import type { Policy } from '../../generated/policy-v1';
 import { rowsText } from './rows-json';
+import { inexactJsonNumber } from './json-numbers';
 import { AnalysisCache, contentFingerprint, evaluatorFor, hasTimeWindows, type CachedAnalysis, type CachedPolicy } from './analysis-cache';
 import { bindRowRules, hasAnyRowRules, shapeRowRules, type RowRulePlan, type RowRuleShape } from './row-rules';
 import { policyRowRestrictions } from '../governance/policies';
@@ -183,11 +184,13 @@ function pipeline(deps: QueryPipelineDeps, now: () => Date, analyses: AnalysisCa
       return { kind: 'tool_error', code: 'invalid_arguments', message: `The statement uses ${analysis.paramCount} parameter(s) ($1…) but params has ${params.length}.` };
     }
     // A JSON number beyond ±(2^53−1) was rounded when the request was read (9007199254740993 arrives
-    // as 9007199254740992): running it would answer, or queue a write, for a value the agent did not
-    // send (red team rt46a P1). Such values must come as strings, which PostgreSQL reads exactly.
-    const inexact = params.findIndex((p) => typeof p === 'number' && (!Number.isFinite(p) || (Number.isInteger(p) && !Number.isSafeInteger(p))));
+    // as 9007199254740992), and so was one with more significant digits than a double keeps
+    // (0.12345678901234567891; its text was looked at when the body was parsed: json-numbers.ts):
+    // running it would answer, or queue a write, for a value the agent did not send (red team rt46a
+    // P1, task low48). Such values must come as strings, which PostgreSQL reads exactly.
+    const inexact = params.findIndex((p, i) => typeof p === 'number' && (!Number.isFinite(p) || (Number.isInteger(p) && !Number.isSafeInteger(p)) || inexactJsonNumber(params, i)));
     if (inexact >= 0) {
-      return { kind: 'tool_error', code: 'invalid_arguments', message: `params[${inexact}] is a number that JSON readers cannot hold exactly (an integer beyond ±(2^53−1)): send it as a string, e.g. "9007199254740993".` };
+      return { kind: 'tool_error', code: 'invalid_arguments', message: INEXACT_PARAM_MESSAGE(inexact) };
     }
     const untrusted = untrustedFunction(analysis, source.settings.trusted_functions);
     if (untrusted) return untrusted;
@@ -447,6 +450,14 @@ export function cacheKey(cache: ResultCache, parts: { sourceId: string; sql: str
 
 /** A read refused because a user function it runs, or the reader's lookup path, changed since the scan (tasks hf5, flake47; spec/errors-v1.json `catalog_stale`). */
 const CATALOG_STALE: ToolOutcome = { kind: 'refusal', code: 'catalog_stale' };
+
+/**
+ * What an agent is told of params[i] when it is a number JSON cannot carry exactly (an integer beyond
+ * ±(2^53−1), a decimal with more significant digits than a double keeps, a number out of its range):
+ * `invalid_arguments` (spec/errors-v1.json toolErrors; docs/values.md "Parameters").
+ */
+const INEXACT_PARAM_MESSAGE = (i: number): string =>
+  `params[${i}] is a number JSON cannot carry exactly (an integer beyond ±(2^53−1), or more significant digits than a double keeps, about 15): it would reach PostgreSQL rounded. Send it as a string, e.g. "9007199254740993" or "12345678901234567890.123", which PostgreSQL reads exactly.`;
 
 /** The row-rule shape of every statement of a caller without row rules on the source. */
 const NO_ROW_RULES: RowRuleShape = { kind: 'none' };

@@ -9,6 +9,7 @@ import { acceptsRequired, corsOrigin, corsPreflightHeaders, decodeMirroredHeader
 import { classifyMessage, errorResponse, readableId, type InboundMessage, type JsonRpcId } from './jsonrpc';
 import { jsonRpcMessage } from '../errors/vocabulary';
 import { jsonNestsDeeperThan, TOO_DEEP_MESSAGE } from './json-depth';
+import { parseClientJson } from '../pipeline/json-numbers';
 import { cutText } from '../errors/cut-text';
 
 /** "modern" = 2026-07-28 per-request dialect; "handshake" = initialize-negotiated 2025 dialect. */
@@ -113,7 +114,8 @@ export function admit(req: HttpRequestView, policy: OriginPolicy): Reply | Admit
   if (req.body !== undefined && jsonNestsDeeperThan(req.body)) return fail('JSON', 400, -32700, null, TOO_DEEP_MESSAGE);
   let parsed: unknown;
   try {
-    parsed = JSON.parse(req.body ?? '');
+    // As JSON.parse; numbers it cannot carry exactly are recorded for interlock_query's params (json-numbers.ts).
+    parsed = parseClientJson(req.body ?? '');
   } catch {
     return fail('JSON', 400, -32700, null);
   }

@@ -12,11 +12,12 @@
  * -32700, id null); the other routes 400 `invalid_json` (src/http/common.ts jsonBody).
  */
 
+import { jsonStringEnd } from '../pipeline/json-numbers';
+
 /** Deepest nesting of arrays and objects accepted in a request body (the top-level value is level 1). */
 export const MAX_JSON_DEPTH = 64;
 
 const QUOTE = 0x22; // "
-const BACKSLASH = 0x5c; // \
 const OPEN_ARRAY = 0x5b; // [
 const CLOSE_ARRAY = 0x5d; // ]
 const OPEN_OBJECT = 0x7b; // {
@@ -34,16 +35,9 @@ export function jsonNestsDeeperThan(text: string, maxDepth: number = MAX_JSON_DE
   for (let i = 0; i < n; i++) {
     const c = text.charCodeAt(i);
     if (c === QUOTE) {
-      // Skip the string with indexOf (most of a normal body is string text): its closing quote is
-      // the first one preceded by an even number of backslashes.
-      for (;;) {
-        const q = text.indexOf('"', i + 1);
-        if (q < 0) return false; // unterminated string: malformed, JSON.parse rejects it
-        let k = q - 1;
-        while (text.charCodeAt(k) === BACKSLASH) k--;
-        i = q;
-        if ((q - 1 - k) % 2 === 0) break;
-      }
+      // Skip the string with indexOf (most of a normal body is string text).
+      i = jsonStringEnd(text, i);
+      if (i < 0) return false; // unterminated string: malformed, JSON.parse rejects it
     } else if (c === OPEN_ARRAY || c === OPEN_OBJECT) {
       if (++depth > maxDepth) return true;
     } else if (c === CLOSE_ARRAY || c === CLOSE_OBJECT) {

@@ -33,7 +33,7 @@ test('a ruled UPDATE is planned through its row view with the bound attribute; t
   const lines = (review.plan as { lines: string[] }).lines;
   // The rule's filter (the attribute read from the transaction's settings) is in the plan of what runs.
   expect(lines.some((l) => /Filter: .*interlock\.attrs?\.names/.test(l))).toBe(true);
-  expect(estimateText({ approval: a, ...review } as never)).toBe(`about ${review.estimate} row(s) changed (the planner's estimate now, EXPLAIN as the writer role, of the statement as approving runs it, with the requester's row rules; nothing ran)`);
+  expect(estimateText({ approval: a, ...review } as never)).toBe(`about ${review.estimate} row(s) changed (the planner's estimate now, EXPLAIN as the writer role, of the statement as approving runs it, with the requester's row rules; nothing ran). This is an estimate, not a count: the rows changed may differ${review.estimate! <= 1 ? ' (PostgreSQL never estimates fewer than 1 row, so 1 can mean none).' : '.'}`);
   // The unruled demo agent's same statement: planned as stored, no row rules.
   const plain = await reviewOf(env.apiKey, "UPDATE playlist SET name = name WHERE name <> 'no such name'");
   expect(plain.review.plan).toMatchObject({ ok: true });

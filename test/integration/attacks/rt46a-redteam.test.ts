@@ -29,8 +29,10 @@
  *  P1 (low, fixed here) a number parameter beyond ±(2^53−1) was rounded when the request was read
  *     (JSON.parse): `SELECT $1::int8` with 9007199254740993 answered 9007199254740992, a write
  *     would be queued for another id, without notice. Now refused `invalid_arguments` (send such
- *     values as strings, which PostgreSQL reads exactly). Open: a decimal with more than 17
- *     significant digits is still rounded by the JSON reader before anything can tell.
+ *     values as strings, which PostgreSQL reads exactly). Its rest (task low48): a decimal with
+ *     more significant digits than a double keeps (0.12345678901234567891) was still rounded by the
+ *     JSON reader to an ordinary-looking number and run; the body's text is now looked at
+ *     (src/pipeline/json-numbers.ts) and such a parameter refused the same way, on /mcp and /v1.
  *  D1 (low, fixed here) the pinned DateStyle 'ISO, YMD' also decided how an agent's ambiguous
  *     date literal is read: '01/02/03' was 2001-02-03 through InterLock, 2003-01-02 in psql on this
  *     server (ISO, MDY); '01/02/2024' failed. Other rows selected, without notice. Now only the ISO
@@ -49,7 +51,7 @@
  * multi-statement strings, dollar quoting and comments at the wrapper boundary; a SQL_ASCII source's
  * non-UTF-8 bytes (the server fails the read, 22021: never served as U+FFFD).
  */
-import { startAttackEnv, query, leaks, statementsAgent, type AttackEnv, type Answer } from './harness';
+import { startAttackEnv, query, leaks, statementsAgent, classify, type AttackEnv, type Answer } from './harness';
 import pg from 'pg';
 import { scanSource } from '../../../src/control/scan';
 import { PostgresSourceConnector } from '../../../src/sources/postgres/connector';
@@ -274,6 +276,52 @@ describe('P1: a number parameter JSON cannot hold exactly', () => {
     expect((await query(a, 'SELECT $1::int8 AS v', { params: ['9007199254740993'] })).rows).toEqual([{ v: '9007199254740993' }]);
     expect((await query(a, 'SELECT $1::int8 AS v', { params: [9007199254740991] })).rows).toEqual([{ v: 9007199254740991 }]);
     expect((await query(a, 'SELECT $1::numeric AS v', { params: [0.5] })).rows).toEqual([{ v: '0.5' }]);
+  });
+
+  // Task low48 item 1 (P1's open rest): a decimal with more significant digits than a double keeps
+  // is rounded by JSON.parse to a number that looks ordinary (0.12345678901234567891 reads as
+  // 0.12345678901234568), so only the body's text can tell. The body is sent as raw text here: a
+  // JavaScript literal in the test would be rounded before it was sent.
+  /** POSTs `args` (raw JSON text of the arguments object) as an interlock_query tools/call on POST /mcp. */
+  async function rawQuery(args: string): Promise<Answer> {
+    const body = `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"interlock_query","arguments":${args}}}`;
+    const r = await fetch(a.env.url, { method: 'POST', headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream', 'mcp-protocol-version': '2025-11-25', authorization: `Bearer ${a.env.apiKey}` }, body });
+    const text = await r.text();
+    const json = (r.headers.get('content-type') ?? '').startsWith('text/event-stream') ? JSON.parse(text.split('\n').filter((l) => l.startsWith('data: ')).at(-1)!.slice(6)) : JSON.parse(text);
+    return classify({ status: r.status, body: json });
+  }
+  const NUMERIC_READ = '{"source_id":"chinook","sql":"SELECT $1::numeric AS v","params":[%]}';
+  test.each([['0.12345678901234567891'], ['12345678901234567890.123'], ['1.0000000000000000001'], ['9007199254740993'], ['1e-400']])(
+    'a number parameter JSON rounds (%s) is refused invalid_arguments, never run with the rounded value',
+    async (lit) => {
+      const r = await rawQuery(NUMERIC_READ.replace('%', lit));
+      expect({ kind: r.kind, status: r.status, code: r.code }).toEqual({ kind: 'invalid', status: 200, code: 'invalid_arguments' });
+      expect(r.sc.message).toContain('params[0] is a number JSON cannot carry exactly');
+      expect(r.sc.message).toContain('as a string');
+    },
+  );
+  test('a number beyond the double range (1e400, read as Infinity) is refused invalid_arguments by the schema', async () => {
+    const r = await rawQuery(NUMERIC_READ.replace('%', '1e400'));
+    expect({ kind: r.kind, status: r.status, code: r.code }).toEqual({ kind: 'invalid', status: 200, code: 'invalid_arguments' });
+  });
+  test('numbers a double carries exactly still run as numbers, whatever their spelling; the same digits as a string are exact', async () => {
+    for (const [lit, v] of [['0.5', '0.5'], ['1.50', '1.5'], ['1.000000000000000000', '1'], ['1.5e3', '1500'], ['-12.25e-2', '-0.1225'], ['9007199254740991', '9007199254740991']]) {
+      expect((await rawQuery(NUMERIC_READ.replace('%', lit))).rows).toEqual([{ v }]);
+    }
+    expect((await rawQuery(NUMERIC_READ.replace('%', '"12345678901234567890.123"'))).rows).toEqual([{ v: '12345678901234567890.123' }]);
+    // A long digit run inside a string (the statement, another value) is not a number.
+    expect((await rawQuery('{"source_id":"chinook","sql":"SELECT $1::numeric AS v, \'0.12345678901234567891\' AS w","params":[2]}')).rows).toEqual([{ v: '2', w: '0.12345678901234567891' }]);
+  });
+  test('a write with such a parameter is not queued; on /v1 too', async () => {
+    const approvals = async () => (await a.env.db.pool.query<{ n: number }>('SELECT count(*)::int AS n FROM approvals')).rows[0].n;
+    const before = await approvals();
+    const w = await rawQuery('{"source_id":"chinook","sql":"UPDATE playlist SET name = name WHERE playlist_id = $1 AND $2::numeric > 0","params":[1, 0.12345678901234567891]}');
+    expect({ kind: w.kind, code: w.code }).toEqual({ kind: 'invalid', code: 'invalid_arguments' });
+    expect(w.sc.message).toContain('params[1] is a number JSON cannot carry exactly');
+    expect(await approvals()).toBe(before);
+    const r = await fetch(`${new URL(a.env.url).origin}/v1/sources/chinook/query`, { method: 'POST', headers: { 'content-type': 'application/json', authorization: `Bearer ${a.env.apiKey}` }, body: '{"sql":"SELECT $1::numeric AS v","params":[0.12345678901234567891]}' });
+    expect(r.status).toBe(400);
+    expect(await r.json()).toMatchObject({ code: 'invalid_arguments' });
   });
 });
 

@@ -57,7 +57,8 @@ async function plannerRows(sql: string): Promise<number> {
   return row['QUERY PLAN'][0].Plan.Plans[0]['Plan Rows'];
 }
 
-const ESTIMATE = (n: number) => `row estimate: about ${n} row(s) changed (the planner's estimate now, EXPLAIN as the writer role; nothing ran)`;
+const ESTIMATE = (n: number) =>
+  `row estimate: about ${n} row(s) changed (the planner's estimate now, EXPLAIN as the writer role; nothing ran). This is an estimate, not a count: the rows changed may differ${n <= 1 ? ' (PostgreSQL never estimates fewer than 1 row, so 1 can mean none).' : '.'}`;
 
 test('approve without a terminal and without --yes prints the review, refuses with exit 4 and runs nothing', async () => {
   const id = await queue('DELETE FROM playlist_track WHERE playlist_id = $1', [1]);

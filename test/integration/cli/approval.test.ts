@@ -4,6 +4,7 @@
  * comments and a failed approval's operator-only cause; requeue links a new pending approval.
  */
 import { execFile } from 'node:child_process';
+import { createHash } from 'node:crypto';
 import { join } from 'node:path';
 import { createTempDatabase, pgServer, type TempDatabase } from '../../helpers/pg';
 import { openControlDb, type ControlDb } from '../../../src/control/db';
@@ -67,7 +68,8 @@ describe('paramsForDisplay (pure)', () => {
   test('JSON of the values; none is empty; shortening ends with the mark', () => {
     expect(paramsForDisplay(['Focus', 3, null])).toEqual({ text: '["Focus",3,null]', truncated: false });
     expect(paramsForDisplay([])).toEqual({ text: '', truncated: false });
-    expect(paramsForDisplay(['x'.repeat(50)], 10)).toEqual({ text: '["xxxxxxx…', truncated: true });
+    // Shortened: …# and a digest of the full values (task low48 item 3), within the width.
+    expect(paramsForDisplay(['x'.repeat(50)], 12)).toEqual({ text: `["xx…#${createHash('sha256').update(JSON.stringify(['x'.repeat(50)])).digest('hex').slice(0, 6)}`, truncated: true });
   });
 });
 

@@ -7,6 +7,7 @@
  * when absent, except under CI.
  */
 import { existsSync } from 'node:fs';
+import { createHash } from 'node:crypto';
 import { chromium, type Browser, type Page } from 'playwright-core';
 import { startGovernedEnv, callTool, sourceQuery, playlistOwnerKey, type GovernedEnv } from '../../helpers/governed';
 import { createOperatorToken } from '../../../src/admin/tokens';
@@ -117,15 +118,16 @@ run('console queue view in headless Chromium', () => {
     };
     expect(await row(a)).toEqual({ aid: `${a.slice(0, 12)}…`, title: a, params: `params ${JSON.stringify([html])}`, stmt: sql, markup: 0 });
     expect(await row(b)).toEqual({ aid: `${b.slice(0, 12)}…`, title: b, params: 'params ["admin⟨U+202E⟩ txt⟨U+200B⟩"]', stmt: sql, markup: 0 });
-    // Longer than 60 characters: cut with …, as `approval list` cuts its params column.
-    expect(await row(c)).toEqual({ aid: `${c.slice(0, 12)}…`, title: c, params: `params ["${'y'.repeat(57)}…`, stmt: sql, markup: 0 });
+    // Longer than 60 characters: cut with … and a digest of the full values (task low48 item 3), as `approval list` cuts its params column.
+    const cut = `["${'y'.repeat(50)}…#${createHash('sha256').update(JSON.stringify(['y'.repeat(80)])).digest('hex').slice(0, 6)}`;
+    expect(await row(c)).toEqual({ aid: `${c.slice(0, 12)}…`, title: c, params: `params ${cut}`, stmt: sql, markup: 0 });
     expect(await row(d)).toMatchObject({ aid: `${d.slice(0, 12)}…`, params: null });
     expect(await page.title()).not.toBe('1');
     // The API carries the preview (spec/openapi-v1.yaml ConsoleApprovalSummary: params, paramsTruncated).
     const listed = await page.evaluate(async () => (await (await fetch('/console/api/approvals?state=pending')).json()) as { approvals: Array<{ id: string; params: string; paramsTruncated: boolean }> });
     expect(listed.approvals.filter((x) => [a, c, d].includes(x.id)).map((x) => [x.id, x.params, x.paramsTruncated]).sort()).toEqual([
       [a, JSON.stringify([html]), false],
-      [c, `["${'y'.repeat(57)}…`, true],
+      [c, cut, true],
       [d, '', false],
     ].sort());
   });

@@ -408,12 +408,12 @@ describe('the CLI in remote mode (--server URL --token T)', () => {
     // No terminal and no --yes: refused (exit 4), nothing ran; the review came through GET /admin/v1/approvals/{id}/review.
     const unconfirmed = await cli(...remote, 'approval', 'approve', queued.json.approval_id);
     expect([unconfirmed.code, unconfirmed.stderr]).toEqual([4, `error: approval ${queued.json.approval_id} not approved: no terminal to confirm on; review it (interlock approval show ${queued.json.approval_id}), then run interlock approval approve ${queued.json.approval_id} --yes\n`]);
-    expect(unconfirmed.stdout).toContain("statement: INSERT INTO playlist (playlist_id, name) VALUES (9301, 'remote')\nparameters: (none)\nrow estimate: about 1 row(s) changed (the planner's estimate now, EXPLAIN as the writer role; nothing ran)\n");
+    expect(unconfirmed.stdout).toContain("statement: INSERT INTO playlist (playlist_id, name) VALUES (9301, 'remote')\nparameters: (none)\nrow estimate: about 1 row(s) changed (the planner's estimate now, EXPLAIN as the writer role; nothing ran). This is an estimate, not a count: the rows changed may differ (PostgreSQL never estimates fewer than 1 row, so 1 can mean none).\n");
     const review = await admin('GET', `/approvals/${queued.json.approval_id}/review`);
     expect([review.status, review.json]).toEqual([200, { approval: expect.objectContaining({ id: queued.json.approval_id, state: 'pending' }), destructive: false, estimate: 1, plan: { ok: true, lines: expect.arrayContaining([expect.stringMatching(/^Insert on playlist /)]) }, requester: null }]);
     const approved = await cli(...remote, 'approval', 'approve', queued.json.approval_id, '--yes');
     expect([approved.code, approved.stderr]).toEqual([0, '']);
-    expect(approved.stdout.endsWith(`row estimate: about 1 row(s) changed (the planner's estimate now, EXPLAIN as the writer role; nothing ran)\napproved and executed ${queued.json.approval_id}: 1 row(s) affected\n`)).toBe(true);
+    expect(approved.stdout.endsWith(`row estimate: about 1 row(s) changed (the planner's estimate now, EXPLAIN as the writer role; nothing ran). This is an estimate, not a count: the rows changed may differ (PostgreSQL never estimates fewer than 1 row, so 1 can mean none).\napproved and executed ${queued.json.approval_id}: 1 row(s) affected\n`)).toBe(true);
     const trail = JSON.parse((await cli(...remote, '--json', 'audit', 'search', '--approval', queued.json.approval_id, '--kind', 'approval')).stdout) as { events: Array<{ decision: string; operator: string }> };
     expect(trail.events.map((e) => [e.decision, e.operator]).sort()).toEqual([
       ['approved', 'ops-anna'],
