@@ -135,7 +135,7 @@ export function approvalListTable(rows: Array<ApprovalRecord & { requesterProble
     return [a.id, a.state, a.identityName, a.sourceId, shortTime(a.createdAt), shortTime(a.expiresAt), notes, p.text, s.text];
   });
   const out = table(['id', 'state', 'identity', 'source', 'created', 'expires', 'notes', 'params', 'statement'], body);
-  return truncated ? `${out}\n(statements or params ending in … are shortened: approval list --full, or approval show ID for the exact text with comments)` : out;
+  return truncated ? `${out}\n(statements ending in … or params ending in …#digest are shortened: approval list --full, or approval show ID for the exact text with comments)` : out;
 }
 
 /**

@@ -82,7 +82,7 @@ describe('interlock approval', () => {
     const line = (id: string, out: string) => out.split('\n').find((l) => l.startsWith(id))!;
     expect(line(hidden.id, list.stdout)).toMatch(/1 comment\(s\) stripped +\["Focus"\] +DELETE FROM playlist_track WHERE playlist_id > 0$/);
     expect(line(long.id, list.stdout)).toMatch(/\["Focus"\] +UPDATE playlist SET name = \$1 WHERE playlist_id IN \(1, 2, 3, .*…$/);
-    expect(list.stdout).toContain('(statements or params ending in … are shortened: approval list --full, or approval show ID for the exact text with comments)');
+    expect(list.stdout).toContain('(statements ending in … or params ending in …#digest are shortened: approval list --full, or approval show ID for the exact text with comments)');
     const full = await cli('approval', 'list', '--full');
     expect(line(long.id, full.stdout)).toMatch(/, 39, 40\)$/);
     expect(full.stdout).not.toContain('…');
