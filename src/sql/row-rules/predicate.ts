@@ -258,16 +258,28 @@ export function renderRowPredicate(p: RowPredicate, types: ColumnTypes, onBind?:
 const UNSTORABLE_TEXT = /\u0000|[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/;
 
 /**
+ * Whether a JavaScript number is an attribute value: finite, and no larger in magnitude than
+ * Number.MAX_SAFE_INTEGER (2^53 − 1). Beyond that a number is not the one its JSON text wrote
+ * (JSON.parse rounds 9007199254740993 to 9007199254740992), so binding it would compare another
+ * value with the column (red team rt48b finding B1: a token's 64-bit tenant id read another
+ * tenant's rows). Such ids must be strings (an IdP's string claim, `"…"` on the CLI or in a file).
+ */
+export function attributeNumberUsable(value: number): boolean {
+  return Number.isFinite(value) && Math.abs(value) <= Number.MAX_SAFE_INTEGER;
+}
+
+/**
  * The text bound to `interlock.attr.<attr>` for an attribute value used as one value: a string as
- * is, a finite number or a boolean as PostgreSQL reads it. Null (the caller lacks the attribute)
- * for anything else: null, an object, a list, and a string with a NUL or an unpaired surrogate
+ * is, a number (attributeNumberUsable) or a boolean as PostgreSQL reads it. Null (the caller lacks
+ * the attribute) for anything else: null, an object, a list, a number beyond ±(2^53 − 1) (rounded
+ * when it was parsed: rt48b B1), and a string with a NUL or an unpaired surrogate
  * (red team rt27m finding 4: such a token claim failed the queueing of a write with
  * `tool_execution_failed` when the control database refused to store it, instead of the
  * `row_rule_attribute_missing` refusal; PostgreSQL could not bind it either).
  */
 export function attributeText(value: unknown): string | null {
   if (typeof value === 'string') return UNSTORABLE_TEXT.test(value) ? null : value;
-  return typeof value === 'number' && Number.isFinite(value) ? String(value) : typeof value === 'boolean' ? String(value) : null;
+  return typeof value === 'number' && attributeNumberUsable(value) ? String(value) : typeof value === 'boolean' ? String(value) : null;
 }
 
 /**
