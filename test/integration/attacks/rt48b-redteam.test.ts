@@ -155,6 +155,40 @@ describe('B1 (medium, fixed): a number beyond 2^53 is no attribute value', () =>
   });
 });
 
+describe('B2 (medium, fixed): an email the token marks unverified is not the identity\'s email', () => {
+  test('email_verified false: identity.email is not taken from it (before: customer 7\'s row for a rule email = identity.email)', async () => {
+    const attrs = await signIn(await iss.mint({ sub: 'kc|mallory', email: 'c7@x.test', email_verified: false }));
+    expect(attrs).toEqual({});
+    expect(codeOf(await fx.call('mail', attrs as Record<string, unknown>, 'SELECT customer_id FROM customer'))).toBe('row_rule_attribute_missing');
+  });
+
+  test('email_verified true, or absent (access tokens of several IdPs): taken as before', async () => {
+    for (const extra of [{ email_verified: true }, {}]) {
+      const attrs = (await signIn(await iss.mint({ sub: 'kc|c7', email: 'c7@x.test', ...extra }))) as Record<string, unknown>;
+      expect(attrs).toEqual({ email: 'c7@x.test' });
+      expect(ids(rowsOf(await fx.call('mail', attrs, 'SELECT customer_id FROM customer')))).toEqual([7]);
+    }
+  });
+
+  test('identity_claim email with provisioning: an unverified address names no identity (no squatting of a name an operator grants later)', async () => {
+    const calls: string[] = [];
+    const db = {
+      pool: {
+        query: async (sql: string) => {
+          calls.push(sql.trim().split(/\s+/).slice(0, 3).join(' '));
+          return { rows: [], rowCount: 0 };
+        },
+      },
+    } as unknown as ControlDb;
+    const mappings = { get: async () => undefined, allowedPairs: async () => new Set<string>(), invalidate: () => undefined } as unknown as ClaimMappingCache;
+    const store = new TokenIdentityStore(db, undefined, mappings);
+    const cfg = issuerCfg({ identity_claim: 'email', unknown_subjects: 'provision' });
+    const r = await store.identityFor(cfg, { iss: iss.issuer, sub: 'kc|mallory', email: 'ceo@corp.example', email_verified: false });
+    expect(r).toEqual({ failure: 'unusable_identity_claim' });
+    expect(calls.some((c) => c.includes('interlock_provision_token_identity'))).toBe(false);
+  });
+});
+
 describe('held: claim values by type', () => {
   test.each([
     ['a number and its string read the same rows', { employee_id: '1' }, 'ok'],
