@@ -314,7 +314,10 @@ export function attributeFitsType(value: unknown, type: string): boolean {
   return items.every((v) => {
     const text = attributeText(v);
     if (text === null) return false;
-    const t = text.trim();
+    // What PostgreSQL's integer, numeric and boolean inputs skip (C isspace): ASCII white space only.
+    // JavaScript's trim() also removes U+00A0, U+FEFF, U+2003 …, which the server refuses, so such a
+    // value failed the agent's statement (22P02) instead of refusing the caller (red team rt48b B3).
+    const t = text.replace(/^[ \t\n\v\f\r]+|[ \t\n\v\f\r]+$/g, '');
     const range = INTEGER_RANGES[type];
     if (range) {
       if (!/^[+-]?[0-9]+$/.test(t)) return false;
@@ -323,7 +326,8 @@ export function attributeFitsType(value: unknown, type: string): boolean {
     }
     if (type === 'numeric') return /^[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?$/.test(t) || /^[+-]?(?:nan|infinity|inf)$/i.test(t);
     if (type === 'boolean') return /^(?:t|tr|tru|true|f|fa|fal|fals|false|y|ye|yes|n|no|on|of|off|1|0)$/i.test(t) && !/^o$/i.test(t);
-    if (type === 'uuid') return /^\{?[0-9a-f]{8}-?[0-9a-f]{4}-?[0-9a-f]{4}-?[0-9a-f]{4}-?[0-9a-f]{12}\}?$/i.test(t);
+    // uuid's input skips no white space at all.
+    if (type === 'uuid') return /^\{?[0-9a-f]{8}-?[0-9a-f]{4}-?[0-9a-f]{4}-?[0-9a-f]{4}-?[0-9a-f]{12}\}?$/i.test(text);
     return true;
   });
 }

@@ -189,6 +189,22 @@ describe('B2 (medium, fixed): an email the token marks unverified is not the ide
   });
 });
 
+describe('B3 (low, fixed): white space PostgreSQL does not skip', () => {
+  test('an integer attribute with a non-breaking space is refused row_rule_attribute_missing, not run and failed', async () => {
+    for (const v of ['\u00a01', '1\u2003', '\ufeff1']) {
+      expect(codeOf(await fx.call('agent', { employee_id: v, regions: ['us'] }, 'SELECT customer_id FROM customer'))).toBe('row_rule_attribute_missing');
+    }
+    // uuid's input skips no white space at all; integer, numeric and boolean inputs skip ASCII white space only.
+    expect(attributeFitsType(' a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11', 'uuid')).toBe(false);
+    expect(attributeFitsType('a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11', 'uuid')).toBe(true);
+    expect(attributeFitsType('\u00a01.5', 'numeric')).toBe(false);
+    expect(attributeFitsType('\u00a0true', 'boolean')).toBe(false);
+    expect(attributeFitsType(' \t1.5\r\n', 'numeric')).toBe(true);
+    // ASCII white space PostgreSQL's input skips still reads employee 1's rows.
+    expect(ids(rowsOf(await fx.call('agent', { employee_id: ' 1\n', regions: ['us'] }, 'SELECT customer_id FROM customer')))).toEqual(REP1_CUSTOMERS);
+  });
+});
+
 describe('held: claim values by type', () => {
   test.each([
     ['a number and its string read the same rows', { employee_id: '1' }, 'ok'],
