@@ -3,7 +3,8 @@
  * through identity_subjects. An unknown subject is refused, or, when its issuer says
  * `unknown_subjects: provision`, given a new identity named by the issuer's `identity_claim`
  * (lower-cased; it must be a valid identity name and not already taken: an existing identity is
- * never taken over by a token; an `email` the token marks unverified names none). A disabled identity is refused whatever its token says. The
+ * never taken over by a token; an `email` the token marks unverified, or a value with a non-ASCII
+ * character, names none). A disabled identity is refused whatever its token says. The
  * issuer's `role_grants` are kept in step with the claims (grants.granted_by = 'claims'; operator
  * grants are never removed), and the `attribute_claims` become the identity's attributes.
  * Only pairs some claim rule of the issuer names in the control database are passed on (the
@@ -142,8 +143,10 @@ export class TokenIdentityStore {
     const claim = cfg.identity_claim ?? 'sub';
     const raw = claims[claim];
     // An address the token marks unverified names no identity: it would take (squat) the name an
-    // operator grants its owner later (rt48b B2).
-    const name = typeof raw === 'string' && !(claim === 'email' && emailUnverified(claims)) ? raw.toLowerCase() : '';
+    // operator grants its owner later (rt48b B2). Nor does a value with a non-ASCII character:
+    // toLowerCase() turns U+212A KELVIN SIGN into "k", so "\u212Aate", another user to the IdP,
+    // became identity "kate" (rt48b B4); names are ASCII (IDENTITY_NAME_PATTERN).
+    const name = typeof raw === 'string' && /^[\x20-\x7e]*$/.test(raw) && !(claim === 'email' && emailUnverified(claims)) ? raw.toLowerCase() : '';
     if (!IDENTITY_NAME_PATTERN.test(name)) return { failure: 'unusable_identity_claim' };
     try {
       // Through the checked SECURITY DEFINER function (the runtime role may not insert identities itself).

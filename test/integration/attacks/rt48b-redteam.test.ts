@@ -25,6 +25,11 @@
  *      passed attributeFitsType (JavaScript's trim) but not PostgreSQL's integer input, so the read
  *      failed as the agent's statement (statement_failed 22P02) instead of
  *      row_rule_attribute_missing; now the check trims only what PostgreSQL skips.
+ *  B4. low, fixed: a provisioned identity's name is the `identity_claim` lower-cased, and
+ *      toLowerCase() turns U+212A KELVIN SIGN into "k": an IdP user "\u212Aate" (another user to the
+ *      IdP) was provisioned as identity "kate", squatting the name an operator grants the real kate
+ *      (whose own sign-in is then identity_name_taken). A value with a non-ASCII character now names
+ *      no identity.
  *
  * Held (each pinned below with exact outcomes): window functions (lag, lead, first_value, count
  * OVER ()), aggregates with FILTER, GROUPING SETS, DISTINCT ON, set-returning functions in select
@@ -202,6 +207,22 @@ describe('B3 (low, fixed): white space PostgreSQL does not skip', () => {
     expect(attributeFitsType(' \t1.5\r\n', 'numeric')).toBe(true);
     // ASCII white space PostgreSQL's input skips still reads employee 1's rows.
     expect(ids(rowsOf(await fx.call('agent', { employee_id: ' 1\n', regions: ['us'] }, 'SELECT customer_id FROM customer')))).toEqual(REP1_CUSTOMERS);
+  });
+});
+
+describe('B4 (low, fixed): a provisioned identity\'s name lower-cased from a non-ASCII claim', () => {
+  test('preferred_username "\\u212Aate" (KELVIN SIGN, which toLowerCase() makes "k") names no identity "kate"', async () => {
+    const calls: string[] = [];
+    const db = { pool: { query: async (sql: string) => (calls.push(sql), { rows: [], rowCount: 0 }) } } as unknown as ControlDb;
+    const mappings = { get: async () => undefined, allowedPairs: async () => new Set<string>(), invalidate: () => undefined } as unknown as ClaimMappingCache;
+    const store = new TokenIdentityStore(db, undefined, mappings);
+    const cfg = issuerCfg({ identity_claim: 'preferred_username', unknown_subjects: 'provision' });
+    // Before the fix: { identity: { name: 'kate', … } } — the name an operator would grant the IdP's user "kate".
+    expect(await store.identityFor(cfg, { iss: iss.issuer, sub: 'idp|not-kate', preferred_username: '\u212Aate' })).toEqual({ failure: 'unusable_identity_claim' });
+    expect(calls.some((c) => c.includes('interlock_provision_token_identity'))).toBe(false);
+    // ASCII upper case is still lower-cased as documented.
+    const ok = await store.identityFor(cfg, { iss: iss.issuer, sub: 'idp|kate', preferred_username: 'Kate' });
+    expect('identity' in ok && ok.identity.name).toBe('kate');
   });
 });
 
