@@ -11,9 +11,10 @@
  *      as a JSON number) was rounded by JSON.parse, and the rounded value was bound: the identity of
  *      tenant 9007199254740993 read tenant 9007199254740992's rows. The same for an operator's
  *      attribute typed on the CLI (`tenant_id=9007199254740993` was stored rounded) or sent to the
- *      admin API. Now such a number is no usable attribute value (attributeText: the caller is
- *      refused row_rule_attribute_missing; usableClaims drops it) and setting one is refused with a
- *      hint to write it as a string; the CLI keeps digits beyond the safe range as a string (exact).
+ *      admin API or written in an interlock file (YAML). Now such a number is no usable attribute value
+ *      (attributeText: the caller is refused row_rule_attribute_missing; usableClaims drops it),
+ *      setting one (admin API, `interlock apply`) is refused with a hint to write it as a string, and
+ *      the CLI keeps digits beyond the safe range as a string (exact).
  *  B2. medium, fixed: an `email` claim the token itself marks `email_verified: false` (an IdP that lets
  *      users set or sign up with an address they do not own: Keycloak, Auth0 databases) became
  *      identity.email (a default attribute claim), so `email = identity.email` showed another
@@ -52,6 +53,9 @@ import { claimAttributes, TokenIdentityStore, usableClaims } from '../../../src/
 import { attributeValue } from '../../../src/cli/identity';
 import { setIdentityAttributes } from '../../../src/control/identities';
 import { attributeFitsType } from '../../../src/sql/row-rules/predicate';
+import { desiredStateOf, parseFileText, validateInterlockFileDocument } from '../../../src/declarative/schema';
+
+const parseInterlockFile = (text: string) => validateInterlockFileDocument(parseFileText(text));
 import type { SourceRole } from '../../../src/control/roles';
 import type { TokenIssuer } from '../../../generated/config-v1';
 import type { ControlDb } from '../../../src/control/db';
@@ -157,6 +161,15 @@ describe('B1 (medium, fixed): a number beyond 2^53 is no attribute value', () =>
     const db = { pool: { query: () => Promise.reject(new Error('reached the database')) }, withTransaction: undefined } as unknown as ControlDb;
     await expect(setIdentityAttributes(db, 'tenant', { tenant_id: 2 ** 53 + 2 })).rejects.toMatchObject({ name: 'ValidationError' });
     await expect(setIdentityAttributes(db, 'tenant', { tenant_id: [1, 2 ** 60] })).rejects.toMatchObject({ name: 'ValidationError' });
+  });
+
+  test('an interlock file (YAML) with such a number is refused by apply, not stored rounded', () => {
+    const file = (tenant: string) => parseInterlockFile(`version: 1\nidentities:\n  - name: tenant-agent\n    attributes: { tenant_id: ${tenant}, regions: [eu] }\n`);
+    // Before the fix: stored as 9007199254740992 (another tenant's id, exported and shown as such).
+    expect(() => desiredStateOf(file('9007199254740993'))).toThrow(/tenant_id.*string/);
+    expect(() => desiredStateOf(parseInterlockFile('version: 1\nidentities:\n  - name: tenant-agent\n    attributes: { regions: [eu, 18446744073709551615] }\n'))).toThrow(/regions.*string/);
+    expect(desiredStateOf(file('"9007199254740993"')).identities.get('tenant-agent')?.attributes).toEqual({ tenant_id: '9007199254740993', regions: ['eu'] });
+    expect(desiredStateOf(file('42')).identities.get('tenant-agent')?.attributes).toEqual({ tenant_id: 42, regions: ['eu'] });
   });
 });
 
