@@ -48,6 +48,8 @@
 import { base64url, exportJWK, generateKeyPair, SignJWT } from 'jose';
 import { codeOf, REP1_CUSTOMERS, REP_ROLE, rowsOf, startRowFixture, type RowFixture } from '../../helpers/row-rules';
 import { startTestIssuer, type TestIssuer } from '../../helpers/jwks-server';
+import { useTenantClaimsEnv } from '../../helpers/tenant-claims';
+import { callTool } from '../../helpers/governed';
 import { TokenVerifier } from '../../../src/auth/token-verifier';
 import { claimAttributes, TokenIdentityStore, usableClaims } from '../../../src/auth/token-identities';
 import { attributeValue } from '../../../src/cli/identity';
@@ -338,6 +340,34 @@ describe('held: two identities on one statement at once (shared rewrite, result 
     expect(two.length).toBeGreaterThan(0);
     const runs = await Promise.all(Array.from({ length: 40 }, (_, i) => fx.call('agent', { employee_id: 1 + (i % 2), regions: ['us'] }, sql)));
     runs.forEach((o, i) => expect(ids(rowsOf(o))).toEqual(i % 2 === 0 ? REP1_CUSTOMERS : two));
+  });
+});
+
+describe('held: token identities at once through the governed gateway (tenant from a claim, playlists by name)', () => {
+  const started = useTenantClaimsEnv('https://gateway.rt48b-e2e.example/mcp', 'rt48b-tenant');
+  const sc = (r: { body: any }) => r.body.result.structuredContent;
+  const read = (token: string) => callTool(started().env, 'interlock_query', { source_id: 'chinook', sql: 'SELECT playlist_id, name FROM playlist ORDER BY 1', params: [] }, token);
+
+  test('36 interleaved calls of three tenants\' tokens on one statement: each answer holds its own tenant\'s playlists only', async () => {
+    const { iss: tiss } = started();
+    const tenants = ['Music', 'Movies', 'TV Shows'];
+    const tokens = await Promise.all(tenants.map((t, i) => tiss.mint({ sub: `okta|rt48b-${i}`, email: `rt48b-${i}@example.com`, groups: ['writers'], tenant: t })));
+    // Sign-ins first (provisioning and claim grants), then the same statement from all three at once.
+    for (const t of tokens) expect(sc(await read(t)).rows.length).toBe(2);
+    const answers = await Promise.all(Array.from({ length: 36 }, (_, i) => read(tokens[i % 3])));
+    answers.forEach((r, i) => expect([i, sc(r).rows.map((x: { name: string }) => x.name)]).toEqual([i, [tenants[i % 3], tenants[i % 3]]]));
+  });
+
+  test('B1 and B2 through the gateway: a tenant beyond 2^53 as a JSON number is refused; an unverified email provisions nothing', async () => {
+    const { iss: tiss } = started();
+    const now = Math.floor(Date.now() / 1000);
+    const big = await tiss.mintRaw(`{"iss":${JSON.stringify(tiss.issuer)},"aud":"https://gateway.rt48b-e2e.example/mcp","sub":"okta|rt48b-big","email":"rt48b-big@example.com","groups":["writers"],"iat":${now},"exp":${now + 300},"tenant":9007199254740993}`);
+    expect(sc(await read(big))).toMatchObject({ status: 'forbidden', code: 'row_rule_attribute_missing' });
+    const unverified = await tiss.mint({ sub: 'okta|rt48b-squat', email: 'ceo@example.com', email_verified: false, groups: ['writers'], tenant: 'Music' });
+    const r = await read(unverified);
+    expect(r.body.result.isError).toBe(true);
+    expect(sc(r)).toMatchObject({ code: 'invalid_token' });
+    expect((await started().env.db.pool.query("SELECT count(*)::int AS n FROM identities WHERE name = 'ceo@example.com'")).rows[0].n).toBe(0);
   });
 });
 
