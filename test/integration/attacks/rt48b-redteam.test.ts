@@ -31,6 +31,11 @@
  *      IdP) was provisioned as identity "kate", squatting the name an operator grants the real kate
  *      (whose own sign-in is then identity_name_taken). A value with a non-ASCII character now names
  *      no identity.
+ *  B5. low, open (test.failing below): the claims recorded for a token subject (rt27m finding 3) are
+ *      the last token's presented, whatever its age; a requester moved to another tenant that presents
+ *      its older, unexpired token after the newer one makes the contradicted kept claim of its queued
+ *      write count again, and the approval writes the old tenant's rows. Needs the token's iat
+ *      recorded per subject (a migration): not fixed here.
  *
  * Held (each pinned below with exact outcomes): window functions (lag, lead, first_value, count
  * OVER ()), aggregates with FILTER, GROUPING SETS, DISTINCT ON, set-returning functions in select
@@ -50,6 +55,7 @@ import { codeOf, REP1_CUSTOMERS, REP_ROLE, rowsOf, startRowFixture, type RowFixt
 import { startTestIssuer, type TestIssuer } from '../../helpers/jwks-server';
 import { useTenantClaimsEnv } from '../../helpers/tenant-claims';
 import { callTool } from '../../helpers/governed';
+import { approveAndExecute } from '../../../src/approvals/execute';
 import { TokenVerifier } from '../../../src/auth/token-verifier';
 import { claimAttributes, TokenIdentityStore, usableClaims } from '../../../src/auth/token-identities';
 import { attributeValue } from '../../../src/cli/identity';
@@ -368,6 +374,25 @@ describe('held: token identities at once through the governed gateway (tenant fr
     expect(r.body.result.isError).toBe(true);
     expect(sc(r)).toMatchObject({ code: 'invalid_token' });
     expect((await started().env.db.pool.query("SELECT count(*)::int AS n FROM identities WHERE name = 'ceo@example.com'")).rows[0].n).toBe(0);
+  });
+
+  // B5 (low, open): the subject's recorded claims (rt27m finding 3) are those of the last token
+  // presented, whatever its age. A requester the IdP moved from Music to Classical presents its older,
+  // still unexpired Music token once more after the new one: the kept Music value counts as held again
+  // and the approval writes Music's rows. Fixing it needs the token's iat recorded per subject (a
+  // migration): only a newer-or-equal token's claims should replace the recorded ones.
+  test.failing('B5 (low, open): an older token presented after a newer one makes a contradicted kept claim count again', async () => {
+    const { iss: tiss, env } = started();
+    const now = Math.floor(Date.now() / 1000);
+    const claims = (tenant: string, iat: number) => ({ sub: 'okta|rt48b-mover', email: 'rt48b-mover@example.com', groups: ['writers'], tenant, iat });
+    const old = await tiss.mint(claims('Music', now - 120));
+    const queued = await callTool(env, 'interlock_query', { source_id: 'chinook', sql: 'UPDATE playlist SET name = name WHERE playlist_id > 0', params: [] }, old);
+    expect(sc(queued)).toMatchObject({ status: 'queued' });
+    // The IdP moves the requester; its new token is seen, then the old one again.
+    expect(sc(await read(await tiss.mint(claims('Classical', now)))).rows.length).toBe(1);
+    expect(sc(await read(old)).rows.length).toBe(2);
+    // Expected: the kept Music value is contradicted by the newest token (Classical): failed. Today: executed, 2 rows.
+    expect(await approveAndExecute(env.db, sc(queued).approval_id, { operator: 'ops-rt48b' })).toMatchObject({ state: 'failed', errorCode: 'row_rule_attribute_missing' });
   });
 });
 
