@@ -28,8 +28,8 @@ export interface TestIssuer {
    * `header` adds to or overrides the protected header (a `crit` list is signed as given).
    */
   mintRaw(payload: string, header?: Record<string, unknown>): Promise<string>;
-  /** Replaces the signing key (a rotation): new kid, the JWKS serves only the new key. */
-  rotate(): Promise<void>;
+  /** Replaces the signing key (a rotation): new kid (the same one with `keepKid`), the JWKS serves only the new key. */
+  rotate(opts?: { keepKid?: boolean }): Promise<void>;
   close(): Promise<void>;
 }
 
@@ -77,10 +77,12 @@ export async function startTestIssuer(audience: string): Promise<TestIssuer> {
       const crit = Array.isArray(header.crit) ? Object.fromEntries(header.crit.map((c) => [String(c), true])) : undefined;
       return new CompactSign(new TextEncoder().encode(payload)).setProtectedHeader({ alg: 'RS256', kid: state.kid, typ: 'at+jwt', ...header } as never).sign(keys.privateKey, crit ? { crit } : undefined);
     },
-    async rotate() {
+    async rotate(opts = {}) {
       keys = await generateKeyPair('RS256');
-      n++;
-      state.kid = `k${n}`;
+      if (!opts.keepKid) {
+        n++;
+        state.kid = `k${n}`;
+      }
       state.publicJwk = { ...(await exportJWK(keys.publicKey)), kid: state.kid, alg: 'RS256', use: 'sig' } as JWK;
     },
     async close() {

@@ -36,6 +36,9 @@
  *      its older, unexpired token after the newer one makes the contradicted kept claim of its queued
  *      write count again, and the approval writes the old tenant's rows. Needs the token's iat
  *      recorded per subject (a migration): not fixed here.
+ *  B6. low (availability), open (test.failing below): a JWKS rotated under the same kid (or without
+ *      kids) is not refetched on a bad signature; the issuer's users are refused until the background
+ *      refresh (refreshMs, default 5 min).
  *
  * Held (each pinned below with exact outcomes): window functions (lag, lead, first_value, count
  * OVER ()), aggregates with FILTER, GROUPING SETS, DISTINCT ON, set-returning functions in select
@@ -461,6 +464,17 @@ describe('held: token edge cases (TokenVerifier against the loopback issuer)', (
     await new Promise((r) => setTimeout(r, 200));
     expect(await v.verify(old)).toEqual({ ok: false, failure: 'unknown_kid' });
     expect((await v.verify(await iss.mint({ sub: 'new-key' }))).ok).toBe(true);
+  });
+
+  // B6 (low, open): a rotation that keeps the kid (or an IdP whose JWKS has no kid) is not noticed:
+  // the new key's tokens fail bad_signature, which refetches nothing, until the background refresh
+  // (refreshMs, 5 min by default) — every user of that issuer is refused meanwhile. A refetch on a
+  // bad signature (bounded by the cooldown, as for an unknown kid) would fix it.
+  test.failing('B6 (low, open): a key rotated under the same kid verifies at once', async () => {
+    const v = new TokenVerifier([issuerCfg()], RESOURCE, { cooldownMs: 0 });
+    expect((await v.verify(await iss.mint({ sub: 'before' }))).ok).toBe(true);
+    await iss.rotate({ keepKid: true });
+    expect(await v.verify(await iss.mint({ sub: 'after' }))).toMatchObject({ ok: true });
   });
 
   test('an unsigned-looking token (alg none) with a valid payload, and a header without alg, are refused', async () => {
