@@ -36,9 +36,10 @@
  *      its older, unexpired token after the newer one makes the contradicted kept claim of its queued
  *      write count again, and the approval writes the old tenant's rows. Needs the token's iat
  *      recorded per subject (a migration): not fixed here.
- *  B6. low (availability), open (test.failing below): a JWKS rotated under the same kid (or without
- *      kids) is not refetched on a bad signature; the issuer's users are refused until the background
- *      refresh (refreshMs, default 5 min).
+ *  B6. low (availability), fixed: a JWKS rotated under the same kid (or without kids) was not
+ *      refetched on a bad signature; the issuer's users were refused until the background refresh
+ *      (refreshMs, default 5 min). A bad signature now refetches once within the cooldown
+ *      (IssuerKeys.refetchAfterBadSignature), as an unknown kid does.
  *
  * Held (each pinned below with exact outcomes): window functions (lag, lead, first_value, count
  * OVER ()), aggregates with FILTER, GROUPING SETS, DISTINCT ON, set-returning functions in select
@@ -377,7 +378,11 @@ describe('held: token identities at once through the governed gateway (tenant fr
     // Sign-ins first (provisioning and claim grants), then the same statement from all three at once.
     for (const t of tokens) expect(sc(await read(t)).rows.length).toBe(2);
     const answers = await Promise.all(Array.from({ length: 36 }, (_, i) => read(tokens[i % 3])));
-    answers.forEach((r, i) => expect([i, sc(r).rows.map((x: { name: string }) => x.name)]).toEqual([i, [tenants[i % 3], tenants[i % 3]]]));
+    // The gateway's adaptive admission may refuse some of a cold burst (rate_limited, at capacity): those are asked again, one at a time.
+    for (let i = 0; i < answers.length; i++) {
+      if (sc(answers[i]).code === 'rate_limited') answers[i] = await read(tokens[i % 3]);
+    }
+    answers.forEach((r, i) => expect([i, sc(r).rows?.map((x: { name: string }) => x.name) ?? sc(r)]).toEqual([i, [tenants[i % 3], tenants[i % 3]]]));
   });
 
   test('B1 and B2 through the gateway: a tenant beyond 2^53 as a JSON number is refused; an unverified email provisions nothing', async () => {
@@ -466,15 +471,24 @@ describe('held: token edge cases (TokenVerifier against the loopback issuer)', (
     expect((await v.verify(await iss.mint({ sub: 'new-key' }))).ok).toBe(true);
   });
 
-  // B6 (low, open): a rotation that keeps the kid (or an IdP whose JWKS has no kid) is not noticed:
-  // the new key's tokens fail bad_signature, which refetches nothing, until the background refresh
-  // (refreshMs, 5 min by default) — every user of that issuer is refused meanwhile. A refetch on a
-  // bad signature (bounded by the cooldown, as for an unknown kid) would fix it.
-  test.failing('B6 (low, open): a key rotated under the same kid verifies at once', async () => {
+  // B6 (low, fixed): a rotation that keeps the kid (or an IdP whose JWKS has no kid) was not noticed:
+  // the new key's tokens failed bad_signature, which refetched nothing, until the background refresh
+  // (refreshMs, 5 min by default), and every user of that issuer was refused meanwhile. Now a bad
+  // signature refetches once, within the cooldown, as an unknown kid does.
+  test('B6 (low, fixed): a key rotated under the same kid verifies at once; forged signatures cost one fetch per cooldown', async () => {
     const v = new TokenVerifier([issuerCfg()], RESOURCE, { cooldownMs: 0 });
     expect((await v.verify(await iss.mint({ sub: 'before' }))).ok).toBe(true);
     await iss.rotate({ keepKid: true });
+    // Before the fix: { ok: false, failure: 'bad_signature' }.
     expect(await v.verify(await iss.mint({ sub: 'after' }))).toMatchObject({ ok: true });
+    // With a cooldown, a flood of tokens signed by another key under the issuer's kid fetches at most once.
+    const cooled = new TokenVerifier([issuerCfg()], RESOURCE, { cooldownMs: 60_000 });
+    expect((await cooled.verify(await iss.mint({ sub: 'warm' }))).ok).toBe(true);
+    const { privateKey } = await generateKeyPair('RS256');
+    const fetches = iss.jwksFetches;
+    const forged = await Promise.all(Array.from({ length: 20 }, async () => cooled.verify(await iss.mint({ sub: 'forged' }, {}, privateKey))));
+    expect(forged.every((r) => !r.ok && r.failure === 'bad_signature')).toBe(true);
+    expect(iss.jwksFetches - fetches).toBeLessThanOrEqual(1);
   });
 
   test('an unsigned-looking token (alg none) with a valid payload, and a header without alg, are refused', async () => {
