@@ -32,10 +32,14 @@ export const SUBJECT_FAILURES = ['unknown_subject', 'identity_disabled', 'unusab
 /** One of SUBJECT_FAILURES. */
 export type SubjectFailure = (typeof SUBJECT_FAILURES)[number];
 
-/** The (source, role) pairs the issuer's role_grants give for `claims`, sorted and unique. */
+/**
+ * The (source, role) pairs the issuer's role_grants give for `claims`, sorted and unique; a rule on
+ * `email` gives nothing for an address the token marks unverified (emailUnverified, rt48b B2).
+ */
 export function claimGrants(cfg: TokenIssuer, claims: JWTPayload): Array<{ role: string; source: string }> {
   const out = new Map<string, { role: string; source: string }>();
   for (const rule of cfg.role_grants ?? []) {
+    if (rule.claim === 'email' && emailUnverified(claims)) continue;
     const v = claims[rule.claim];
     const has = Array.isArray(v) ? v.includes(rule.value) : v === rule.value;
     if (has) out.set(`${rule.source}\u0000${rule.role}`, { role: rule.role, source: rule.source });

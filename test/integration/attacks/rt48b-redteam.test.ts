@@ -19,8 +19,9 @@
  *      users set or sign up with an address they do not own: Keycloak, Auth0 databases) became
  *      identity.email (a default attribute claim), so `email = identity.email` showed another
  *      person's rows; with `identity_claim: email` and `unknown_subjects: provision` it also named
- *      (squatted) the identity an operator would later grant. Now an unverified email is taken
- *      neither as an attribute nor as the identity's name (OpenID Connect Core 5.1, 5.7); a token
+ *      (squatted) the identity an operator would later grant, and a role_grants rule on `email`
+ *      granted its role. Now an unverified email is taken neither as an attribute, nor as the
+ *      identity's name, nor for role_grants (OpenID Connect Core 5.1, 5.7); a token
  *      without `email_verified` is unchanged (access tokens of several IdPs never carry it).
  *  B3. low, fixed: an integer attribute with Unicode white space ("\u00a01", a non-breaking space)
  *      passed attributeFitsType (JavaScript's trim) but not PostgreSQL's integer input, so the read
@@ -75,7 +76,7 @@ import { useTenantClaimsEnv } from '../../helpers/tenant-claims';
 import { callTool } from '../../helpers/governed';
 import { approveAndExecute } from '../../../src/approvals/execute';
 import { TokenVerifier } from '../../../src/auth/token-verifier';
-import { claimAttributes, TokenIdentityStore, usableClaims } from '../../../src/auth/token-identities';
+import { claimAttributes, claimGrants, TokenIdentityStore, usableClaims } from '../../../src/auth/token-identities';
 import { attributeValue } from '../../../src/cli/identity';
 import { setIdentityAttributes } from '../../../src/control/identities';
 import { attributeFitsType } from '../../../src/sql/row-rules/predicate';
@@ -226,6 +227,14 @@ describe('B2 (medium, fixed): an email the token marks unverified is not the ide
       expect(attrs).toEqual({ email: 'c7@x.test' });
       expect(ids(rowsOf(await fx.call('mail', attrs, 'SELECT customer_id FROM customer')))).toEqual([7]);
     }
+  });
+
+  test('a role_grants rule on the email claim: an unverified address grants nothing; a verified one (or one without email_verified) does', () => {
+    const cfg = issuerCfg({ role_grants: [{ claim: 'email', value: 'boss@corp.example', role: 'admin', source: 'crm' }] });
+    // Before the fix: [{ role: 'admin', source: 'crm' }].
+    expect(claimGrants(cfg, { sub: 'kc|mallory', email: 'boss@corp.example', email_verified: false })).toEqual([]);
+    expect(claimGrants(cfg, { sub: 'kc|boss', email: 'boss@corp.example', email_verified: true })).toEqual([{ role: 'admin', source: 'crm' }]);
+    expect(claimGrants(cfg, { sub: 'kc|boss', email: 'boss@corp.example' })).toEqual([{ role: 'admin', source: 'crm' }]);
   });
 
   test('identity_claim email with provisioning: an unverified address names no identity (no squatting of a name an operator grants later)', async () => {
