@@ -5,8 +5,10 @@
  *
  *  - fresh for `refreshMs` (default 5 min); older, it is refreshed in the background while the
  *    cached keys keep answering;
- *  - an unknown `kid` refetches at once, but fetches (successful or not) start at most once per
- *    `cooldownMs` (default 30 s), so a flood of made-up `kid`s costs no more than one fetch per cooldown;
+ *  - an unknown `kid`, or a signature the cached key of its kid does not verify (a key rotated under
+ *    the same kid), refetches at once, but fetches (successful or not) start at most once per
+ *    `cooldownMs` (default 30 s), so a flood of made-up `kid`s or signatures costs no more than one
+ *    fetch per cooldown;
  *  - when the endpoint is unreachable, slow (each fetch is cut at `timeoutMs`, default 3 s, and is
  *    shared by every waiting caller) or returns junk (not JSON, no `keys` array, over 256 KiB, a
  *    redirect), the keys of the last good fetch keep serving until `maxStaleMs` (default 1 h) after
@@ -77,6 +79,16 @@ export class IssuerKeys {
       return this.local!(header, token);
     }
   };
+
+  /**
+   * After a signature that the cached key of its kid did not verify: fetches the set again when the
+   * cooldown allows (a key rotated under the same kid, or a JWKS without kids, is otherwise not seen
+   * until the background refresh: red team rt48b B6). True when a new set was installed (then verify
+   * once more); a flood of forged signatures costs at most one fetch per cooldown, like unknown kids.
+   */
+  async refetchAfterBadSignature(): Promise<boolean> {
+    return this.mayFetch(this.o.now()) ? this.fetch() : false;
+  }
 
   private usable(now: number): boolean {
     return this.local !== null && now - this.fetchedAt < this.o.maxStaleMs;

@@ -3,7 +3,8 @@
  * through identity_subjects. An unknown subject is refused, or, when its issuer says
  * `unknown_subjects: provision`, given a new identity named by the issuer's `identity_claim`
  * (lower-cased; it must be a valid identity name and not already taken: an existing identity is
- * never taken over by a token). A disabled identity is refused whatever its token says. The
+ * never taken over by a token; an `email` the token marks unverified, or a value with a non-ASCII
+ * character, names none). A disabled identity is refused whatever its token says. The
  * issuer's `role_grants` are kept in step with the claims (grants.granted_by = 'claims'; operator
  * grants are never removed), and the `attribute_claims` become the identity's attributes.
  * Only pairs some claim rule of the issuer names in the control database are passed on (the
@@ -31,10 +32,14 @@ export const SUBJECT_FAILURES = ['unknown_subject', 'identity_disabled', 'unusab
 /** One of SUBJECT_FAILURES. */
 export type SubjectFailure = (typeof SUBJECT_FAILURES)[number];
 
-/** The (source, role) pairs the issuer's role_grants give for `claims`, sorted and unique. */
+/**
+ * The (source, role) pairs the issuer's role_grants give for `claims`, sorted and unique; a rule on
+ * `email` gives nothing for an address the token marks unverified (emailUnverified, rt48b B2).
+ */
 export function claimGrants(cfg: TokenIssuer, claims: JWTPayload): Array<{ role: string; source: string }> {
   const out = new Map<string, { role: string; source: string }>();
   for (const rule of cfg.role_grants ?? []) {
+    if (rule.claim === 'email' && emailUnverified(claims)) continue;
     const v = claims[rule.claim];
     const has = Array.isArray(v) ? v.includes(rule.value) : v === rule.value;
     if (has) out.set(`${rule.source}\u0000${rule.role}`, { role: rule.role, source: rule.source });
@@ -42,10 +47,27 @@ export function claimGrants(cfg: TokenIssuer, claims: JWTPayload): Array<{ role:
   return [...out.entries()].sort(([a], [b]) => (a < b ? -1 : 1)).map(([, g]) => g);
 }
 
-/** Identity attributes from claims: each listed claim present in the token, as is. */
+/**
+ * Whether the token itself says its `email` is not verified (OpenID Connect Core 5.1: `email_verified`
+ * false, or the string "false" some IdPs write). Such an address is one the user typed and may not
+ * own, so it is neither an attribute nor an identity's name (red team rt48b finding B2). A token
+ * without `email_verified` (the access tokens of several IdPs never carry it) is not judged here.
+ */
+export function emailUnverified(claims: JWTPayload): boolean {
+  return claims.email_verified === false || claims.email_verified === 'false';
+}
+
+/**
+ * Identity attributes from claims: each listed claim present in the token, as is; `email` not when
+ * the token marks it unverified (emailUnverified: a rule `email = identity.email` showed the rows
+ * of whoever owned the address a user typed, rt48b B2).
+ */
 export function claimAttributes(cfg: TokenIssuer, claims: JWTPayload): Record<string, unknown> {
   const out: Record<string, unknown> = {};
-  for (const name of cfg.attribute_claims ?? DEFAULT_ATTRIBUTE_CLAIMS) if (claims[name] !== undefined) out[name] = claims[name];
+  for (const name of cfg.attribute_claims ?? DEFAULT_ATTRIBUTE_CLAIMS) {
+    if (claims[name] === undefined || (name === 'email' && emailUnverified(claims))) continue;
+    out[name] = claims[name];
+  }
   return out;
 }
 
@@ -122,8 +144,13 @@ export class TokenIdentityStore {
   }
 
   private async provision(cfg: TokenIssuer, claims: JWTPayload, subject: string): Promise<{ identity_id: string; name: string; disabled: boolean } | { failure: SubjectFailure }> {
-    const raw = claims[cfg.identity_claim ?? 'sub'];
-    const name = typeof raw === 'string' ? raw.toLowerCase() : '';
+    const claim = cfg.identity_claim ?? 'sub';
+    const raw = claims[claim];
+    // An address the token marks unverified names no identity: it would take (squat) the name an
+    // operator grants its owner later (rt48b B2). Nor does a value with a non-ASCII character:
+    // toLowerCase() turns U+212A KELVIN SIGN into "k", so "\u212Aate", another user to the IdP,
+    // became identity "kate" (rt48b B4); names are ASCII (IDENTITY_NAME_PATTERN).
+    const name = typeof raw === 'string' && /^[\x20-\x7e]*$/.test(raw) && !(claim === 'email' && emailUnverified(claims)) ? raw.toLowerCase() : '';
     if (!IDENTITY_NAME_PATTERN.test(name)) return { failure: 'unusable_identity_claim' };
     try {
       // Through the checked SECURITY DEFINER function (the runtime role may not insert identities itself).

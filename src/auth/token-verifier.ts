@@ -79,14 +79,21 @@ export class TokenVerifier {
     if (!entry) return { ok: false, failure: 'unknown_issuer' };
     const { cfg, keys } = entry;
     let claims: JWTPayload;
+    const options = {
+      issuer: cfg.issuer,
+      audience: cfg.audience ?? this.resource!,
+      algorithms: [...(cfg.algorithms ?? DEFAULT_ALGORITHMS)],
+      clockTolerance: cfg.clock_skew_seconds ?? DEFAULT_CLOCK_SKEW_SECONDS,
+      requiredClaims: ['exp', 'sub'],
+    };
     try {
-      ({ payload: claims } = await jwtVerify(token, keys.getKey, {
-        issuer: cfg.issuer,
-        audience: cfg.audience ?? this.resource!,
-        algorithms: [...(cfg.algorithms ?? DEFAULT_ALGORITHMS)],
-        clockTolerance: cfg.clock_skew_seconds ?? DEFAULT_CLOCK_SKEW_SECONDS,
-        requiredClaims: ['exp', 'sub'],
-      }));
+      try {
+        ({ payload: claims } = await jwtVerify(token, keys.getKey, options));
+      } catch (err) {
+        // A key rotated under the same kid (or a set without kids): a fresh set, once, within the cooldown (rt48b B6).
+        if (!(err instanceof joseErrors.JWSSignatureVerificationFailed) || !(await keys.refetchAfterBadSignature())) throw err;
+        ({ payload: claims } = await jwtVerify(token, keys.getKey, options));
+      }
     } catch (err) {
       return { ok: false, failure: failureOf(err) };
     }

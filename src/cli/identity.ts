@@ -7,10 +7,11 @@ import type { Command } from 'commander';
 import { shortTime, table } from './output';
 import type { CommandContext } from './context';
 import { ValidationError } from '../control/errors';
+import { attributeNumberUsable } from '../sql/row-rules/predicate';
 
 /**
  * A CLI attribute value: empty → null (remove); a number, true/false or a JSON list as JSON; anything
- * else as text. A value that starts like a list (`[`) must be a valid JSON list: a broken one (a
+ * else as text, and so are digits beyond ±(2^53 − 1), which a number would round (red team rt48b B1). A value that starts like a list (`[`) must be a valid JSON list: a broken one (a
  * shell-quoting slip such as `regions=["eu",`) throws ValidationError (exit 2) instead of being
  * stored as text that no `= ANY(identity.<name>)` rule could use.
  */
@@ -23,7 +24,11 @@ export function attributeValue(text: string): unknown {
       throw new ValidationError(`${JSON.stringify(text)} starts like a list but is not a JSON list: write it as '["a","b"]' (quoted for the shell)`);
     }
   }
-  if (/^(?:-?[0-9]+(?:\.[0-9]+)?|true|false)$/.test(text)) return JSON.parse(text);
+  if (/^(?:-?[0-9]+(?:\.[0-9]+)?|true|false)$/.test(text)) {
+    const v: unknown = JSON.parse(text);
+    // Digits a number cannot hold exactly (beyond ±(2^53 − 1), e.g. a 64-bit id) stay text: exact (rt48b B1).
+    return typeof v === 'number' && !attributeNumberUsable(v) ? text : v;
+  }
   return text;
 }
 

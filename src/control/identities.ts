@@ -10,7 +10,7 @@ import { isUniqueViolation, withTransaction } from './db';
 import { recordChange, type ChangeActor } from './change-audit';
 import { ConflictError, NotFoundError, ValidationError } from './errors';
 import { iso, newIdentityId } from './ids';
-import { ATTRIBUTE_NAME } from '../sql/row-rules/predicate';
+import { ATTRIBUTE_NAME, attributeNumberUsable } from '../sql/row-rules/predicate';
 
 /**
  * Longest token subject (`sub`, in JavaScript string length: UTF-16 code units) a link takes and a
@@ -164,14 +164,16 @@ const MAX_LIST = 1000;
 const MAX_TEXT = 1000;
 
 function validAttributeValue(v: unknown): boolean {
-  const scalar = (x: unknown) => (typeof x === 'string' && x.length <= MAX_TEXT && !x.includes('\u0000')) || (typeof x === 'number' && Number.isFinite(x)) || typeof x === 'boolean';
+  // A number beyond ±(2^53 − 1) was rounded when its JSON was parsed: never stored (rt48b B1).
+  const scalar = (x: unknown) => (typeof x === 'string' && x.length <= MAX_TEXT && !x.includes('\u0000')) || (typeof x === 'number' && attributeNumberUsable(x)) || typeof x === 'boolean';
   return scalar(v) || (Array.isArray(v) && v.length <= MAX_LIST && v.every(scalar));
 }
 
 /**
  * Changes an identity's attributes (issue 27): each key of `changes` is set to its value, or removed
  * when the value is null. Names follow ATTRIBUTE_NAME (lower-case letters, digits, _); values are
- * strings (≤ 1000 characters), finite numbers, booleans, or lists of those (≤ 1000). Throws
+ * strings (≤ 1000 characters), finite numbers within ±(2^53 − 1) (a larger one was rounded when its
+ * JSON was parsed: red team rt48b B1), booleans, or lists of those (≤ 1000). Throws
  * ValidationError (every problem listed) or NotFoundError. Returns the identity as stored. Records
  * identity_attributes_changed ({identityId, identity, set: names, removed: names}; never values) in
  * the same transaction; changes that change nothing record nothing.
@@ -181,7 +183,7 @@ export async function setIdentityAttributes(db: ControlDb, nameOrId: string, cha
   const problems: string[] = [];
   for (const [k, v] of Object.entries(changes)) {
     if (!ATTRIBUTE_NAME.test(k)) problems.push(`${k}: attribute names are 1-63 lower-case letters, digits or _, starting with a letter or _`);
-    else if (v !== null && !validAttributeValue(v)) problems.push(`${k}: a value is a string, a finite number, a boolean or a list of those (null removes the attribute)`);
+    else if (v !== null && !validAttributeValue(v)) problems.push(`${k}: a value is a string, a finite number within ±(2^53 − 1) (write larger ids as strings), a boolean or a list of those (null removes the attribute)`);
   }
   if (problems.length) throw new ValidationError('invalid identity attributes', problems);
   const idn = await requireIdentity(db, nameOrId);

@@ -12,6 +12,7 @@ import type { FileCredentials, FileSource, InterlockFile } from '../../generated
 import { formatSchemaErrors, ValidationError } from '../control/errors';
 import { assertPasswordsBound, CREDENTIAL_ROLES, parseSourceDefinition, type CredentialRole, type PostgresSourceSettings } from '../control/sources';
 import { parsePolicies, policySchemaErrors } from '../control/policies';
+import { attributeNumberUsable } from '../sql/row-rules/predicate';
 import { grantKey, SECTIONS, type DesiredState, type PolicyState, type RoleState, type SourceState } from './types';
 
 export type { InterlockFile, FileSource, FileCredentials } from '../../generated/interlock-file-v1';
@@ -128,7 +129,7 @@ function duplicates(names: string[]): string | undefined {
 
 /**
  * The state a validated file describes. Throws ValidationError for a duplicate id, name or issuer, an
- * identity listing a grant twice, a claim mapping listing a rule twice, or an unresolvable secret reference.
+ * identity listing a grant twice, an identity attribute number beyond ±(2^53 − 1) (rt48b B1), a claim mapping listing a rule twice, or an unresolvable secret reference.
  */
 export function desiredStateOf(file: InterlockFile, secrets: SecretResolver = processSecrets): DesiredState {
   const sections = new Set(SECTIONS.filter((s) => file[s] !== undefined));
@@ -147,6 +148,12 @@ export function desiredStateOf(file: InterlockFile, secrets: SecretResolver = pr
   (file.sources ?? []).forEach((s, i) => state.sources.set(s.id, resolveFileSource(s, i, secrets)));
   for (const r of file.roles ?? []) state.roles.set(r.name, { name: r.name, description: r.description ?? '', audiences: r.audiences ?? [], statements: r.statements } as RoleState);
   for (const idn of file.identities ?? []) {
+    // A number beyond ±(2^53 − 1) was rounded when the file was parsed (another tenant's id): refused (red team rt48b B1).
+    for (const [k, v] of Object.entries(idn.attributes ?? {})) {
+      if ((Array.isArray(v) ? v : [v]).some((x) => typeof x === 'number' && !attributeNumberUsable(x))) {
+        throw new ValidationError(`identity ${idn.name}: attribute ${k} holds a number beyond ±(2^53 − 1), which parsing rounds; write it as a string ("…")`);
+      }
+    }
     state.identities.set(idn.name, { name: idn.name, disabled: idn.disabled ?? false, ...(idn.attributes !== undefined ? { attributes: idn.attributes } : {}) });
     for (const g of idn.grants ?? []) {
       const grant = { identity: idn.name, role: g.role, source: g.source };

@@ -4,7 +4,8 @@
  * policies' `restrict_rows` predicates (src/governance/policies.ts `policyRowRestrictions`):
  * - the allows for the action (read or *; write or * for a write's target) covering the relation
  *   or any of its ancestors in the partition and inheritance tree count, as an allow on an
- *   ancestor grants the relation (issue 22);
+ *   ancestor grants the relation (issue 22); for a column inherited from some ancestors (a child
+ *   of several parents), only theirs (rt48b B7);
  * - an allow without `rows` grants every row; otherwise the permitted rows are those matching any
  *   term (OR); with the statement's used columns given, a column allow covers its own columns only:
  *   the rule is then the AND over the used columns of the OR over the allows covering each (rt27
@@ -59,7 +60,14 @@ function coveringTerms(evaluator: AccessEvaluator, sourceId: string, schema: str
   const terms = new Map<string, RowRuleTerm>();
   let every = false;
   let covered = false;
-  for (const rel of [{ schema, name: table }, ...hierarchy.ancestors(schema, table)]) {
+  const ancestors = hierarchy.ancestors(schema, table);
+  // A column some ancestor has comes from the ancestors that have it: another parent's allow (a child
+  // of several parents) does not cover it (red team rt48b B7: pb's allow without rows freed pa's ruled
+  // column on pc's rows). A column no ancestor has (the child's own) is covered by every ancestor's
+  // allow, as is any column of an ancestor whose columns are not known.
+  const has = (rel: { schema: string; name: string }) => hierarchy.columns?.(rel.schema, rel.name)?.includes(column!);
+  const inherited = column !== undefined && ancestors.some((a) => has(a) === true);
+  for (const rel of [{ schema, name: table }, ...ancestors.filter((a) => !inherited || has(a) !== false)]) {
     for (const t of evaluator.rowTerms(sourceId, rel.schema, rel.name, action, column)) {
       covered = true;
       if (t.rows === null) every = true;

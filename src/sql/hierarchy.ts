@@ -16,6 +16,12 @@ export interface RelationHierarchy {
   ancestors(schema: string, table: string): readonly RelationName[];
   /** Every descendant of `schema.table` (partitions at any depth, inheritance children). */
   descendants(schema: string, table: string): readonly RelationName[];
+  /**
+   * The column names of a catalogued relation (undefined: not known). Row rules use it for a child
+   * of several parents: an ancestor's allow covers a column of it only when that ancestor has the
+   * column (red team rt48b B7, src/governance/row-rules.ts).
+   */
+  columns?(schema: string, table: string): readonly string[] | undefined;
 }
 
 /** Ancestors and descendants of one relation as the server reported them at one moment. */
@@ -35,7 +41,12 @@ class MapHierarchy implements RelationHierarchy {
   constructor(
     private readonly up: ReadonlyMap<string, readonly RelationName[]>,
     private readonly down: ReadonlyMap<string, readonly RelationName[]>,
+    private readonly cols: ReadonlyMap<string, readonly string[]> = new Map(),
   ) {}
+
+  columns(schema: string, table: string): readonly string[] | undefined {
+    return this.cols.get(relationKey(schema, table));
+  }
 
   ancestors(schema: string, table: string): readonly RelationName[] {
     return this.up.get(relationKey(schema, table)) ?? NONE;
@@ -99,7 +110,13 @@ export function catalogHierarchy(catalog: SourceCatalog): RelationHierarchy {
       down.set(ak, list);
     }
   }
-  const h = new MapHierarchy(up, down);
+  // Columns of the relations in a tree only (what B7's check reads).
+  const cols = new Map<string, readonly string[]>();
+  for (const r of catalog.relations) {
+    const key = relationKey(r.schema, r.name);
+    if (up.has(key) || down.has(key)) cols.set(key, r.columns.map((c) => c.name));
+  }
+  const h = new MapHierarchy(up, down, cols);
   cache.set(catalog, h);
   return h;
 }
@@ -143,5 +160,6 @@ export function overlayHierarchy(base: RelationHierarchy, live: ReadonlyMap<stri
   return {
     ancestors: (schema, table) => up.get(relationKey(schema, table)) ?? base.ancestors(schema, table),
     descendants: (schema, table) => down.get(relationKey(schema, table)) ?? base.descendants(schema, table),
+    columns: (schema, table) => base.columns?.(schema, table),
   };
 }

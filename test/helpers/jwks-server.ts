@@ -6,7 +6,7 @@
  */
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { exportJWK, generateKeyPair, SignJWT, type JWK, type KeyLike } from 'jose';
+import { CompactSign, exportJWK, generateKeyPair, SignJWT, type JWK, type KeyLike } from 'jose';
 
 export type JwksMode = 'ok' | 'down' | 'slow' | 'junk';
 
@@ -22,8 +22,14 @@ export interface TestIssuer {
   publicJwk: JWK;
   /** Signs a token with the current key: defaults iss, aud, sub, exp (+5 min), iat; `header`/`claims` override. */
   mint(claims?: Record<string, unknown>, header?: Record<string, unknown>, key?: KeyLike): Promise<string>;
-  /** Replaces the signing key (a rotation): new kid, the JWKS serves only the new key. */
-  rotate(): Promise<void>;
+  /**
+   * Signs `payload`, the payload's JSON text exactly as given (e.g. a number literal JavaScript
+   * cannot hold, as an IdP may write it), with the current key and kid (RS256, typ at+jwt);
+   * `header` adds to or overrides the protected header (a `crit` list is signed as given).
+   */
+  mintRaw(payload: string, header?: Record<string, unknown>): Promise<string>;
+  /** Replaces the signing key (a rotation): new kid (the same one with `keepKid`), the JWKS serves only the new key. */
+  rotate(opts?: { keepKid?: boolean }): Promise<void>;
   close(): Promise<void>;
 }
 
@@ -67,10 +73,16 @@ export async function startTestIssuer(audience: string): Promise<TestIssuer> {
       const payload = { iss: base, aud: audience, sub: 'user-1', iat: now, exp: now + 300, jti: `jti-${Math.random().toString(36).slice(2)}`, ...claims };
       return new SignJWT(payload).setProtectedHeader({ alg: 'RS256', kid: state.kid, typ: 'at+jwt', ...header } as never).sign(key ?? keys.privateKey);
     },
-    async rotate() {
+    async mintRaw(payload, header = {}) {
+      const crit = Array.isArray(header.crit) ? Object.fromEntries(header.crit.map((c) => [String(c), true])) : undefined;
+      return new CompactSign(new TextEncoder().encode(payload)).setProtectedHeader({ alg: 'RS256', kid: state.kid, typ: 'at+jwt', ...header } as never).sign(keys.privateKey, crit ? { crit } : undefined);
+    },
+    async rotate(opts = {}) {
       keys = await generateKeyPair('RS256');
-      n++;
-      state.kid = `k${n}`;
+      if (!opts.keepKid) {
+        n++;
+        state.kid = `k${n}`;
+      }
       state.publicJwk = { ...(await exportJWK(keys.publicKey)), kid: state.kid, alg: 'RS256', use: 'sig' } as JWK;
     },
     async close() {

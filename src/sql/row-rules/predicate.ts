@@ -274,16 +274,28 @@ export function renderRowPredicate(p: RowPredicate, types: ColumnTypes, onBind?:
 const UNSTORABLE_TEXT = /\u0000|[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/;
 
 /**
+ * Whether a JavaScript number is an attribute value: finite, and no larger in magnitude than
+ * Number.MAX_SAFE_INTEGER (2^53 − 1). Beyond that a number is not the one its JSON text wrote
+ * (JSON.parse rounds 9007199254740993 to 9007199254740992), so binding it would compare another
+ * value with the column (red team rt48b finding B1: a token's 64-bit tenant id read another
+ * tenant's rows). Such ids must be strings (an IdP's string claim, `"…"` on the CLI or in a file).
+ */
+export function attributeNumberUsable(value: number): boolean {
+  return Number.isFinite(value) && Math.abs(value) <= Number.MAX_SAFE_INTEGER;
+}
+
+/**
  * The text bound to `interlock.attr.<attr>` for an attribute value used as one value: a string as
- * is, a finite number or a boolean as PostgreSQL reads it. Null (the caller lacks the attribute)
- * for anything else: null, an object, a list, and a string with a NUL or an unpaired surrogate
+ * is, a number (attributeNumberUsable) or a boolean as PostgreSQL reads it. Null (the caller lacks
+ * the attribute) for anything else: null, an object, a list, a number beyond ±(2^53 − 1) (rounded
+ * when it was parsed: rt48b B1), and a string with a NUL or an unpaired surrogate
  * (red team rt27m finding 4: such a token claim failed the queueing of a write with
  * `tool_execution_failed` when the control database refused to store it, instead of the
  * `row_rule_attribute_missing` refusal; PostgreSQL could not bind it either).
  */
 export function attributeText(value: unknown): string | null {
   if (typeof value === 'string') return UNSTORABLE_TEXT.test(value) ? null : value;
-  return typeof value === 'number' && Number.isFinite(value) ? String(value) : typeof value === 'boolean' ? String(value) : null;
+  return typeof value === 'number' && attributeNumberUsable(value) ? String(value) : typeof value === 'boolean' ? String(value) : null;
 }
 
 /**
@@ -318,7 +330,10 @@ export function attributeFitsType(value: unknown, type: string): boolean {
   return items.every((v) => {
     const text = attributeText(v);
     if (text === null) return false;
-    const t = text.trim();
+    // What PostgreSQL's integer, numeric and boolean inputs skip (C isspace): ASCII white space only.
+    // JavaScript's trim() also removes U+00A0, U+FEFF, U+2003 …, which the server refuses, so such a
+    // value failed the agent's statement (22P02) instead of refusing the caller (red team rt48b B3).
+    const t = text.replace(/^[ \t\n\v\f\r]+|[ \t\n\v\f\r]+$/g, '');
     const range = INTEGER_RANGES[type];
     if (range) {
       if (!/^[+-]?[0-9]+$/.test(t)) return false;
@@ -327,7 +342,8 @@ export function attributeFitsType(value: unknown, type: string): boolean {
     }
     if (type === 'numeric') return /^[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?$/.test(t) || /^[+-]?(?:nan|infinity|inf)$/i.test(t);
     if (type === 'boolean') return /^(?:t|tr|tru|true|f|fa|fal|fals|false|y|ye|yes|n|no|on|of|off|1|0)$/i.test(t) && !/^o$/i.test(t);
-    if (type === 'uuid') return /^\{?[0-9a-f]{8}-?[0-9a-f]{4}-?[0-9a-f]{4}-?[0-9a-f]{4}-?[0-9a-f]{12}\}?$/i.test(t);
+    // uuid's input skips no white space at all.
+    if (type === 'uuid') return /^\{?[0-9a-f]{8}-?[0-9a-f]{4}-?[0-9a-f]{4}-?[0-9a-f]{4}-?[0-9a-f]{12}\}?$/i.test(text);
     return true;
   });
 }
