@@ -81,6 +81,31 @@ export function usableClaims(fromClaims: Record<string, unknown>): Record<string
 }
 
 /** Looks up and provisions token identities in the control database. */
+
+/**
+ * The subject's use, and its attribute claims ($3, JSON) with their token's issue time ($4,
+ * timestamptz or NULL) unless the recorded claims came from a token issued later (red team rt48b
+ * B5: an older, still unexpired token presented after a newer one must not bring back claims its
+ * issuer has changed since, which an approval checks a queued write's kept values against). A token
+ * without `iat` cannot be ordered: it replaces the claims and clears the issue time, as before.
+ * Returns `recorded`: false when a later token's claims were kept (its claim grants are then not
+ * synced either: they follow the issuer's latest word too).
+ */
+const RECORD_ORDERED_CLAIMS_SQL = `UPDATE identity_subjects SET last_used_at = now(),
+    claim_attributes = CASE WHEN $4::timestamptz IS NULL OR claims_issued_at IS NULL OR $4::timestamptz >= claims_issued_at THEN $3::jsonb ELSE claim_attributes END,
+    claims_seen_at = CASE WHEN $4::timestamptz IS NULL OR claims_issued_at IS NULL OR $4::timestamptz >= claims_issued_at THEN now() ELSE claims_seen_at END,
+    claims_issued_at = CASE WHEN $4::timestamptz IS NULL OR claims_issued_at IS NULL OR $4::timestamptz >= claims_issued_at THEN $4::timestamptz ELSE claims_issued_at END
+  WHERE issuer = $1 AND subject = $2
+  RETURNING claims_seen_at = now() AS recorded`;
+
+/** A verified token's `iat` as an ISO timestamp, or null when it has none usable (a finite number of seconds). */
+function issuedAt(claims: JWTPayload): string | null {
+  const iat = claims.iat;
+  if (typeof iat !== 'number' || !Number.isFinite(iat)) return null;
+  const d = new Date(iat * 1000);
+  return Number.isNaN(d.getTime()) ? null : d.toISOString();
+}
+
 export class TokenIdentityStore {
   private readonly touched = new Map<string, { at: number; grants: string }>();
   /** Configured pairs already logged as unknown to the database (issuer, source, role). */
@@ -184,13 +209,24 @@ export class TokenIdentityStore {
     this.touched.set(key, { at: now, grants: signature });
     if (this.touched.size > 10_000) this.touched.clear();
     try {
-      await this.db.pool.query('UPDATE identity_subjects SET last_used_at = now(), claim_attributes = $3, claims_seen_at = now() WHERE issuer = $1 AND subject = $2', [cfg.issuer, subject, JSON.stringify(recorded)]);
+      const r = await this.db.pool.query<{ recorded: boolean }>(RECORD_ORDERED_CLAIMS_SQL, [cfg.issuer, subject, JSON.stringify(recorded), issuedAt(claims)]);
+      // A token issued before the one whose claims are recorded: its claims and claim grants are not
+      // the issuer's latest word (rt48b B5). Its call still runs with its own claims and the grants held.
+      if (r.rows[0]?.recorded === false) return;
     } catch (err) {
-      // A runtime role granted before the claim columns existed: record the use only (kept claim
-      // values are then not checked against newer tokens) until `interlock db grant-runtime-role` runs again.
       if ((err as { code?: string }).code !== '42501') throw err;
-      this.logger?.warn({ component: 'oauth' }, 'cannot record token subjects\' attribute claims (re-run interlock db grant-runtime-role)');
-      await this.db.pool.query('UPDATE identity_subjects SET last_used_at = now() WHERE issuer = $1 AND subject = $2', [cfg.issuer, subject]);
+      // A runtime role granted before claims_issued_at existed (migration 20261216120000000): record
+      // the claims unordered, as before it, until `interlock db grant-runtime-role` runs again.
+      try {
+        await this.db.pool.query('UPDATE identity_subjects SET last_used_at = now(), claim_attributes = $3, claims_seen_at = now() WHERE issuer = $1 AND subject = $2', [cfg.issuer, subject, JSON.stringify(recorded)]);
+        this.logger?.warn({ component: 'oauth' }, 'cannot order token subjects\' attribute claims by issue time (re-run interlock db grant-runtime-role)');
+      } catch (err2) {
+        // A runtime role granted before the claim columns existed: record the use only (kept claim
+        // values are then not checked against newer tokens) until `interlock db grant-runtime-role` runs again.
+        if ((err2 as { code?: string }).code !== '42501') throw err2;
+        this.logger?.warn({ component: 'oauth' }, 'cannot record token subjects\' attribute claims (re-run interlock db grant-runtime-role)');
+        await this.db.pool.query('UPDATE identity_subjects SET last_used_at = now() WHERE issuer = $1 AND subject = $2', [cfg.issuer, subject]);
+      }
     }
     // Also with no rules: an issuer whose role_grants were all removed from the configuration takes
     // back the claim grants it gave (returning here kept them for good).

@@ -553,8 +553,9 @@ export async function grantRuntimeRole(db: ControlDb, role: string): Promise<voi
     // The claim rules that function checks pairs against are read only (task hcg: a role that could
     // write them could name any pair; the REVOKE tightens a role given more by hand or by an upgrade).
     await c.query(`REVOKE INSERT, UPDATE, DELETE, TRUNCATE ON claim_mappings, configured_claim_grants FROM ${r}`);
-    // The attribute claims a subject last presented (red team rt27m finding 3): a queued write's kept claim values are checked against them at approval.
-    await c.query(`GRANT UPDATE (last_used_at, claim_attributes, claims_seen_at) ON identity_subjects TO ${r}`);
+    // The attribute claims a subject last presented (red team rt27m finding 3): a queued write's kept claim values are checked against them at approval;
+    // claims_issued_at orders them by the token's iat, so an older token does not replace a newer one's (red team rt48b B5).
+    await c.query(`GRANT UPDATE (last_used_at, claim_attributes, claims_seen_at, claims_issued_at) ON identity_subjects TO ${r}`);
   });
 }
 

@@ -32,11 +32,13 @@
  *      IdP) was provisioned as identity "kate", squatting the name an operator grants the real kate
  *      (whose own sign-in is then identity_name_taken). A value with a non-ASCII character now names
  *      no identity.
- *  B5. low, open (test.failing below): the claims recorded for a token subject (rt27m finding 3) are
- *      the last token's presented, whatever its age; a requester moved to another tenant that presents
- *      its older, unexpired token after the newer one makes the contradicted kept claim of its queued
- *      write count again, and the approval writes the old tenant's rows. Needs the token's iat
- *      recorded per subject (a migration): not fixed here.
+ *  B5. low, fixed: the claims recorded for a token subject (rt27m finding 3) were the last token's
+ *      presented, whatever its age; a requester moved to another tenant that presents its older,
+ *      unexpired token after the newer one made the contradicted kept claim of its queued write count
+ *      again, and the approval wrote the old tenant's rows. Now the token's iat is recorded with the
+ *      claims (identity_subjects.claims_issued_at, migration 20261216120000000): a token issued earlier
+ *      still authenticates with its own claims but replaces neither the recorded claims nor the claim
+ *      grants (src/auth/token-identities.ts RECORD_ORDERED_CLAIMS_SQL).
  *  B6. low (availability), fixed: a JWKS rotated under the same kid (or without kids) was not
  *      refetched on a bad signature; the issuer's users were refused until the background refresh
  *      (refreshMs, default 5 min). A bad signature now refetches once within the cooldown
@@ -452,12 +454,12 @@ describe('held: token identities at once through the governed gateway (tenant fr
     expect((await started().env.db.pool.query("SELECT count(*)::int AS n FROM identities WHERE name = 'ceo@example.com'")).rows[0].n).toBe(0);
   });
 
-  // B5 (low, open): the subject's recorded claims (rt27m finding 3) are those of the last token
+  // B5 (low, fixed): the subject's recorded claims (rt27m finding 3) were those of the last token
   // presented, whatever its age. A requester the IdP moved from Music to Classical presents its older,
-  // still unexpired Music token once more after the new one: the kept Music value counts as held again
-  // and the approval writes Music's rows. Fixing it needs the token's iat recorded per subject (a
-  // migration): only a newer-or-equal token's claims should replace the recorded ones.
-  test.failing('B5 (low, open): an older token presented after a newer one makes a contradicted kept claim count again', async () => {
+  // still unexpired Music token once more after the new one: the kept Music value counted as held again
+  // and the approval wrote Music's rows. Shown failing before the fix (executed, 2 rows); now only a
+  // newer-or-equal token's claims replace the recorded ones.
+  test('B5 (low, fixed): an older token presented after a newer one does not make a contradicted kept claim count again', async () => {
     const { iss: tiss, env } = started();
     const now = Math.floor(Date.now() / 1000);
     const claims = (tenant: string, iat: number) => ({ sub: 'okta|rt48b-mover', email: 'rt48b-mover@example.com', groups: ['writers'], tenant, iat });
@@ -468,6 +470,8 @@ describe('held: token identities at once through the governed gateway (tenant fr
     expect(sc(await read(await tiss.mint(claims('Classical', now)))).rows.length).toBe(1);
     expect(sc(await read(old)).rows.length).toBe(2);
     // Expected: the kept Music value is contradicted by the newest token (Classical): failed. Today: executed, 2 rows.
+    const recorded = await env.db.pool.query("SELECT claim_attributes->>'tenant' AS tenant, claims_issued_at = to_timestamp($1) AS newest FROM identity_subjects WHERE subject = 'okta|rt48b-mover'", [now]);
+    expect(recorded.rows).toEqual([{ tenant: 'Classical', newest: true }]);
     expect(await approveAndExecute(env.db, sc(queued).approval_id, { operator: 'ops-rt48b' })).toMatchObject({ state: 'failed', errorCode: 'row_rule_attribute_missing' });
   });
 });

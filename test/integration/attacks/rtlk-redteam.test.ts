@@ -6,12 +6,14 @@
  * its comment says whether it is a finding (severity, fixed or not) or an attack the change withstands.
  */
 import { randomBytes } from 'node:crypto';
+import { existsSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import pg from 'pg';
 import { ADMIN_URL, createTempDatabase, execSql } from '../../helpers/pg';
 import { callTool } from '../../helpers/governed';
 import { startTestIssuer, type TestIssuer } from '../../helpers/jwks-server';
 import { createGrantedLoginRole, dropLoginRole, freshControlDb, type TestControlDb } from '../control/control-db';
-import { grantOperatorRole, grantRuntimeRole, migrationNames, redactUrl } from '../../../src/control/db';
+import { grantOperatorRole, grantRuntimeRole, MIGRATIONS_DIR, migrationNames, redactUrl } from '../../../src/control/db';
 import { DEFAULT_CONFIG, type ResolvedGatewayConfig } from '../../../src/control/config';
 import { startGovernedGateway, type GovernedGateway } from '../../../src/gateway';
 import { createLogger } from '../../../src/observability/logger';
@@ -445,8 +447,14 @@ test('db migrate pre-check: a table owner that may no longer create in public, w
     u.password = `pw-${role}`;
     const url = u.toString();
     expect((await cli('--database-url', url, 'db', 'migrate')).code).toBe(0);
-    const last = migrationNames()[migrationNames().length - 1];
-    await execSql(temp.url, `REVOKE CREATE ON SCHEMA public FROM ${role}; DELETE FROM interlock_migrations WHERE name = '${last}'`);
+    // Pending again: the newest migrations from the last one that creates a schema object (an ALTER
+    // TABLE … ADD COLUMN needs no CREATE on the schema; CREATE [OR REPLACE] does, before it looks for
+    // the object), so that one is refused whatever migrations come after it.
+    const names = migrationNames();
+    const creates = (n: string) => /\bCREATE\s+(OR\s+REPLACE\s+)?(TABLE|FUNCTION|TYPE|DOMAIN|VIEW|SEQUENCE)\b/i.test(readFileSync(join(MIGRATIONS_DIR, `${n}.sql`), 'utf8').split('-- Down Migration')[0]);
+    const from = names.filter((n) => existsSync(join(MIGRATIONS_DIR, `${n}.sql`)) && creates(n)).pop()!;
+    const pending = names.slice(names.indexOf(from)).map((n) => `'${n}'`).join(', ');
+    await execSql(temp.url, `REVOKE CREATE ON SCHEMA public FROM ${role}; DELETE FROM interlock_migrations WHERE name IN (${pending})`);
     const r = await cli('--database-url', url, 'db', 'migrate');
     expect(r).toEqual(createRefused(url, role, temp.name));
   } finally {
