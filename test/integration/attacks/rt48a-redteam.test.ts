@@ -12,10 +12,17 @@
  *      raw and counted none as invisible: `DELETE FROM playlist AS x<NBSP>WHERE<NBSP>false` (its
  *      alias is the one identifier "x where false") read as a delete of nothing and deleted every row.
  *      Fixed: src/approvals/statement.ts INVISIBLE holds them, so they show as ⟨U+00A0⟩ and are flagged.
+ *   K2 medium, fixed: a failed approval that was requeued, approved and executed could be requeued
+ *      again (requeue refused only while a requeue of it was pending; the console kept its Requeue
+ *      button): the same write queued a third time, its approval naming only the failed original, and
+ *      ran twice once approved (also through a branch: a failed requeue's sibling executed). Fixed:
+ *      src/approvals/requeue.ts refuses while any copy of the write (the tree of requeued_from from
+ *      its first approval) is pending, approved or executed, serialised on the first approval.
  *
  * Held (no finding): see the tests marked "held".
  */
-import { startGovernedEnv, callTool, sourceQuery, type GovernedEnv } from '../../helpers/governed';
+import { startGovernedEnv, callTool, sourceQuery, playlistOwnerKey, type GovernedEnv } from '../../helpers/governed';
+import { disableIdentity, enableIdentity } from '../../../src/control/identities';
 import { createOperatorToken } from '../../../src/admin/tokens';
 import { getApproval } from '../../../src/control/approvals';
 import { paramsForDisplay, showInvisible } from '../../../src/approvals/statement';
@@ -79,5 +86,63 @@ describe('K1 (medium, fixed): look-alike spaces make a statement read otherwise 
     }
     // The plain space, tab and line feed stay as they are.
     expect(showInvisible('a b\tc\nd')).toEqual({ text: 'a b\tc\nd', count: 0 });
+  });
+});
+
+describe('K2 (medium, fixed): a failed write requeued and executed is requeued again and runs twice', () => {
+  /** An identity of its own (disabling it must not touch demo-agent) that writes playlist with approval; its API key. */
+  let key: string;
+  beforeAll(async () => {
+    key = await playlistOwnerKey(env, 'rt48a-requeuer', 'rt48a_playlist_owner', ['Twice', 'Thrice']);
+  });
+  const queueAs = async (name: string) => {
+    const r = await callTool(env, 'interlock_query', { source_id: 'chinook', sql: 'INSERT INTO playlist (name) VALUES ($1)', params: [name] }, key);
+    return r.body.result.structuredContent.approval_id as string;
+  };
+  const count = async (name: string) => (await sourceQuery(env, 'SELECT count(*)::int AS n FROM playlist WHERE name = $1', [name]))[0].n as number;
+  /** Queues a write, has its approval fail identity_disabled (a cause an operator can fix), then enables the identity again. */
+  const failedOnce = async (name: string) => {
+    const s = await signIn();
+    const id = await queueAs(name);
+    await disableIdentity(env.db, 'rt48a-requeuer');
+    const failed = await http('POST', `/console/api/approvals/${id}/approve`, { cookie: s.cookie, csrf: s.csrf, body: {} });
+    expect(failed.json).toMatchObject({ state: 'failed', errorCode: 'identity_disabled' });
+    await enableIdentity(env.db, 'rt48a-requeuer');
+    return { s, id };
+  };
+
+  test('requeue → approve → executed; the failed original is then refused a second requeue (conflict), the row written once', async () => {
+    const { s, id } = await failedOnce('Twice');
+    const again = await http('POST', `/console/api/approvals/${id}/requeue`, { cookie: s.cookie, csrf: s.csrf, body: {} });
+    expect(again.status).toBe(201);
+    const ran = await http('POST', `/console/api/approvals/${again.json.id}/approve`, { cookie: s.cookie, csrf: s.csrf, body: {} });
+    expect(ran.json).toMatchObject({ state: 'executed', rowCount: 1 });
+    expect(await count('Twice')).toBe(1);
+    // The failed original is still failed, and the console still offers Requeue on it.
+    const third = await http('POST', `/console/api/approvals/${id}/requeue`, { cookie: s.cookie, csrf: s.csrf, body: {} });
+    // Before the fix: 201, and approving the third copy wrote the row a second time.
+    if (third.status === 201) await http('POST', `/console/api/approvals/${third.json.id}/approve`, { cookie: s.cookie, csrf: s.csrf, body: {} });
+    expect([third.status, await count('Twice')]).toEqual([409, 1]);
+    expect(third.json).toMatchObject({ code: 'conflict' });
+    expect(third.json.message).toContain(again.json.id);
+  });
+
+  test('through a branch: a requeue that failed, requeued and executed, leaves neither the original nor the failed requeue requeueable', async () => {
+    const { s, id } = await failedOnce('Thrice');
+    // Requeue, and that fails too (identity disabled again).
+    const w2 = (await http('POST', `/console/api/approvals/${id}/requeue`, { cookie: s.cookie, csrf: s.csrf, body: {} })).json.id as string;
+    await disableIdentity(env.db, 'rt48a-requeuer');
+    expect((await http('POST', `/console/api/approvals/${w2}/approve`, { cookie: s.cookie, csrf: s.csrf, body: {} })).json).toMatchObject({ state: 'failed' });
+    await enableIdentity(env.db, 'rt48a-requeuer');
+    // The original requeued again (W2 failed: allowed) and that one runs.
+    const w3 = await http('POST', `/console/api/approvals/${id}/requeue`, { cookie: s.cookie, csrf: s.csrf, body: {} });
+    expect(w3.status).toBe(201);
+    expect((await http('POST', `/console/api/approvals/${w3.json.id}/approve`, { cookie: s.cookie, csrf: s.csrf, body: {} })).json).toMatchObject({ state: 'executed', rowCount: 1 });
+    // Now neither W2 (a sibling) nor the original may be queued once more.
+    for (const from of [w2, id]) {
+      const r = await http('POST', `/console/api/approvals/${from}/requeue`, { cookie: s.cookie, csrf: s.csrf, body: {} });
+      if (r.status === 201) await http('POST', `/console/api/approvals/${r.json.id}/approve`, { cookie: s.cookie, csrf: s.csrf, body: {} });
+      expect([from, r.status, await count('Thrice')]).toEqual([from, 409, 1]);
+    }
   });
 });
