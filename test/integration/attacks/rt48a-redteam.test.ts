@@ -18,6 +18,12 @@
  *      ran twice once approved (also through a branch: a failed requeue's sibling executed). Fixed:
  *      src/approvals/requeue.ts refuses while any copy of the write (the tree of requeued_from from
  *      its first approval) is pending, approved or executed, serialised on the first approval.
+ *   K3 medium, fixed: a control database password given as a query parameter of the URL
+ *      (`postgres://u@h/db?password=…`, `sslpassword=`, both taken by node-postgres as by libpq) was
+ *      printed whole by redactUrl, which blanked only the userinfo password: in every CLI error about
+ *      the control database, the `serve` banner (a service's journal) and the governance warnings
+ *      logged for `database.operator_url`. Fixed: src/control/db.ts redactUrl blanks every query
+ *      parameter whose (decoded) name holds "password".
  *
  * Held (no finding): see the tests marked "held".
  */
@@ -27,6 +33,7 @@ import { createOperatorToken } from '../../../src/admin/tokens';
 import { getApproval } from '../../../src/control/approvals';
 import { paramsForDisplay, showInvisible } from '../../../src/approvals/statement';
 import { chatText } from '../../../src/approvals/webhooks';
+import { redactUrl } from '../../../src/control/db';
 
 let env: GovernedEnv;
 let token: { secret: string; tokenId: string };
@@ -143,6 +150,28 @@ describe('K2 (medium, fixed): a failed write requeued and executed is requeued a
       const r = await http('POST', `/console/api/approvals/${from}/requeue`, { cookie: s.cookie, csrf: s.csrf, body: {} });
       if (r.status === 201) await http('POST', `/console/api/approvals/${r.json.id}/approve`, { cookie: s.cookie, csrf: s.csrf, body: {} });
       expect([from, r.status, await count('Thrice')]).toEqual([from, 409, 1]);
+    }
+  });
+});
+
+describe('K3 (medium, fixed): a control database password given as a URL query parameter is printed and logged', () => {
+  // node-postgres takes `?password=` (and `sslpassword=`) from the connection string's query, as libpq does.
+  test('redactUrl blanks password-bearing query parameters as it blanks the userinfo password', () => {
+    expect(redactUrl('postgres://u@127.0.0.1:5432/db?password=s3cret&sslmode=disable')).toBe('postgres://u@127.0.0.1:5432/db?password=***&sslmode=disable');
+    expect(redactUrl('postgres://u:pw@h1:5432,h2:5432/db?target_session_attrs=read-write&sslpassword=k3y')).toBe('postgres://u:***@h1:5432,h2:5432/db?target_session_attrs=read-write&sslpassword=***');
+    // A percent-encoded name is the same parameter to the driver.
+    expect(redactUrl('postgres://u@h/db?pass%77ord=s3cret')).toBe('postgres://u@h/db?pass%77ord=***');
+    expect(redactUrl('postgres://u@h/db?application_name=x')).toBe('postgres://u@h/db?application_name=x');
+  });
+
+  test('the CLI error for an unreachable or refusing control database does not print it', async () => {
+    const { runCli } = await import('../../../src/cli/main');
+    for (const url of ['postgres://root@127.0.0.1:1/x?password=s3cretPW', 'postgres://rt48a_no_such_role@127.0.0.1:5432/postgres?password=s3cretPW']) {
+      const err: string[] = [];
+      const code = await runCli(['--database-url', url, 'identity', 'list'], { out: () => undefined, err: (x) => void err.push(x) });
+      expect(code).toBe(1);
+      expect(err.join('\n')).toContain('password=***');
+      expect(err.join('\n')).not.toContain('s3cretPW');
     }
   });
 });
