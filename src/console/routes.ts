@@ -243,7 +243,9 @@ export function mountConsole(app: Express, opts: ConsoleOptions): void {
     const relations = affectedRelations(a.classification);
     const visible = showInvisible(a.sql);
     return {
-      approval: a,
+      // The failure's text (PostgreSQL's message, detail and hint, which quote the agent's values) with
+      // invisible characters shown as ⟨U+XXXX⟩, as the statement and `approval show` (red team rt48a K4).
+      approval: { ...a, failure: a.failure && (Object.fromEntries(Object.entries(a.failure).map(([k, v]) => [k, typeof v === 'string' ? showInvisible(v).text : v])) as typeof a.failure) },
       statement: { text: display.text, comments: display.comments, visible: visible.text, invisible: visible.count },
       params: showInvisible(JSON.stringify(a.params, null, 2)).text,
       destructive: review.destructive,

@@ -24,9 +24,16 @@
  *      the control database, the `serve` banner (a service's journal) and the governance warnings
  *      logged for `database.operator_url`. Fixed: src/control/db.ts redactUrl blanks every query
  *      parameter whose (decoded) name holds "password".
+ *   K4 low, fixed: the console's "Why it failed" showed PostgreSQL's message, detail and hint raw,
+ *      and they quote the agent's values (`invalid input syntax for type integer: "…"`): a right-to-
+ *      left override or zero-width text in a parameter reached the operator unshown, where `approval
+ *      show` shows it (hnu43 item 2). Fixed: the console's detail route shows them as ⟨U+XXXX⟩.
  *
  * Held (no finding): see the tests marked "held".
  */
+import { existsSync } from 'node:fs';
+import { chromium, type Browser } from 'playwright-core';
+import { approveAndExecute } from '../../../src/approvals/execute';
 import { startGovernedEnv, callTool, sourceQuery, playlistOwnerKey, type GovernedEnv } from '../../helpers/governed';
 import { disableIdentity, enableIdentity } from '../../../src/control/identities';
 import { createOperatorToken } from '../../../src/admin/tokens';
@@ -174,4 +181,54 @@ describe('K3 (medium, fixed): a control database password given as a URL query p
       expect(err.join('\n')).not.toContain('s3cretPW');
     }
   });
+});
+
+describe('K4 (low, fixed) and held: what the console page shows, in headless Chromium', () => {
+  const CHROMIUM = '/usr/bin/chromium';
+  const run = existsSync(CHROMIUM) || process.env.CI ? test : test.skip;
+  let browser: Browser | undefined;
+  afterAll(async () => browser?.close());
+
+  run('markup in statements, comments, parameters and failure text stays text; invisible characters in a failure are shown', async () => {
+    browser = await chromium.launch({ executablePath: CHROMIUM, args: ['--no-sandbox', '--headless', '--disable-gpu', '--disable-background-networking', '--disable-component-update', '--disable-sync', '--no-first-run'] });
+    const page = await browser.newPage();
+    page.setDefaultTimeout(15_000);
+    const dialogs: string[] = [];
+    page.on('dialog', (d) => {
+      dialogs.push(d.message());
+      void d.dismiss();
+    });
+    // The agent writes every part below.
+    const shown = await queue("/* </pre><img src=x onerror=\"window.__rt48a='comment'\"> */ INSERT INTO playlist (name) VALUES ($1)", ['<img src=x onerror="window.__rt48a=\'param\'"><script>window.__rt48a="script"</script>']);
+    const failing = await queue('INSERT INTO playlist_track (playlist_id, track_id) VALUES ($1, $2)', ['1 <img src=x onerror="window.__rt48a=\'failure\'">\u202eenilno', 1]);
+    // Another operator approves the second; it fails on the source with the value in PostgreSQL's message.
+    expect(await approveAndExecute(env.db, failing, { operator: 'ops-other' })).toMatchObject({ state: 'failed', errorCode: 'statement_failed' });
+    expect((await getApproval(env.db, failing))!.failure!.message).toContain('\u202eenilno');
+
+    await page.goto(new URL('/console', env.url).toString());
+    await page.getByLabel(/Operator token/).fill(token.secret);
+    await page.keyboard.press('Enter');
+    await page.getByText('Signed in as ops-rt48a').waitFor();
+    const item = page.locator(`#list button[data-id="${shown}"]`);
+    await item.waitFor();
+    expect(await item.locator('.params').textContent()).toContain('<img src=x');
+    await item.click();
+    await page.locator('#d-id').filter({ hasText: shown }).waitFor();
+    expect(await page.locator('#d-sql').textContent()).toContain('</pre><img src=x');
+    expect(await page.locator('#d-params').textContent()).toContain('<script>');
+    // The failed one, from the All filter.
+    await page.locator('#filter').selectOption('');
+    await page.locator(`#list button[data-id="${failing}"]`).click();
+    await page.locator('#d-id').filter({ hasText: failing }).waitFor();
+    const cause = (await page.locator('#d-failure-text').textContent())!;
+    expect(cause).toContain('<img src=x');
+    // K4: PostgreSQL's message quotes the agent's value, right-to-left override included: shown, not applied.
+    expect(cause).toContain('⟨U+202E⟩enilno');
+    expect(cause).not.toContain('\u202e');
+    // Nothing ran and nothing was made into markup.
+    expect(await page.evaluate('window.__rt48a ?? null')).toBeNull();
+    expect(await page.locator('img').count()).toBe(0);
+    expect(await page.locator('script').count()).toBe(1); // console.js
+    expect(dialogs).toEqual([]);
+  }, 90_000);
 });
