@@ -28,10 +28,17 @@
  *      and they quote the agent's values (`invalid input syntax for type integer: "…"`): a right-to-
  *      left override or zero-width text in a parameter reached the operator unshown, where `approval
  *      show` shows it (hnu43 item 2). Fixed: the console's detail route shows them as ⟨U+XXXX⟩.
+ *   K5 low, fixed: the webhook dispatcher logged each webhook's whole URL (skipped, delivery failed),
+ *      and an incoming-webhook URL of a chat tool is its credential (`/services/T…/B…/<secret>`):
+ *      whoever reads the gateway's log could post into the channel. Fixed: logs name
+ *      webhookUrlForLog (origin and first path segment); webhook_deliveries keeps the URL.
  *
  * Held (no finding): see the tests marked "held".
  */
 import { existsSync } from 'node:fs';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import pino from 'pino';
 import { chromium, type Browser } from 'playwright-core';
 import { approveAndExecute } from '../../../src/approvals/execute';
 import { startGovernedEnv, callTool, sourceQuery, playlistOwnerKey, type GovernedEnv } from '../../helpers/governed';
@@ -39,7 +46,7 @@ import { disableIdentity, enableIdentity } from '../../../src/control/identities
 import { createOperatorToken } from '../../../src/admin/tokens';
 import { getApproval } from '../../../src/control/approvals';
 import { paramsForDisplay, showInvisible } from '../../../src/approvals/statement';
-import { chatText } from '../../../src/approvals/webhooks';
+import { chatText, startWebhookDispatcher } from '../../../src/approvals/webhooks';
 import { redactUrl } from '../../../src/control/db';
 
 let env: GovernedEnv;
@@ -231,4 +238,84 @@ describe('K4 (low, fixed) and held: what the console page shows, in headless Chr
     expect(await page.locator('script').count()).toBe(1); // console.js
     expect(dialogs).toEqual([]);
   }, 90_000);
+});
+
+describe('held: decisions', () => {
+  test('held: approvals racing through the console (two sessions) and the admin API run the write once; the others are 409', async () => {
+    const id = await queue('INSERT INTO playlist (name) VALUES ($1)', ['rt48a-race']);
+    const [a, b] = [await signIn(), await signIn()];
+    const admin = await createOperatorToken(env.db, 'ops-rt48a-api');
+    const answers = await Promise.all([
+      http('POST', `/console/api/approvals/${id}/approve`, { cookie: a.cookie, csrf: a.csrf, body: {} }),
+      http('POST', `/console/api/approvals/${id}/approve`, { cookie: b.cookie, csrf: b.csrf, body: {} }),
+      fetch(`${base()}/admin/v1/approvals/${id}/approve`, { method: 'POST', headers: { authorization: `Bearer ${admin.secret}`, 'content-type': 'application/json' }, body: '{}' }).then(async (r) => ({ status: r.status, json: await r.json() })),
+      http('POST', `/console/api/approvals/${id}/reject`, { cookie: a.cookie, csrf: a.csrf, body: { reason: 'race' } }),
+    ]);
+    const won = answers.filter((r) => r.status === 200);
+    expect(won).toHaveLength(1);
+    expect(answers.filter((r) => r.status === 409)).toHaveLength(3);
+    const stored = (await getApproval(env.db, id))!;
+    expect(['executed', 'rejected']).toContain(stored.state);
+    expect((await sourceQuery(env, "SELECT count(*)::int AS n FROM playlist WHERE name = 'rt48a-race'"))[0].n).toBe(stored.state === 'executed' ? 1 : 0);
+  });
+
+  test("held: a change needs this session's CSRF token — none, another session's, or one for a signed-out cookie is 403/401, nothing decided", async () => {
+    const id = await queue('INSERT INTO playlist (name) VALUES ($1)', ['rt48a-csrf']);
+    const [a, b] = [await signIn(), await signIn()];
+    expect((await http('POST', `/console/api/approvals/${id}/approve`, { cookie: a.cookie, body: {} })).status).toBe(403);
+    expect((await http('POST', `/console/api/approvals/${id}/approve`, { cookie: a.cookie, csrf: b.csrf, body: {} })).status).toBe(403);
+    expect((await http('DELETE', '/console/api/session', { cookie: b.cookie, csrf: b.csrf })).status).toBe(200);
+    expect((await http('POST', `/console/api/approvals/${id}/approve`, { cookie: b.cookie, csrf: b.csrf, body: {} })).status).toBe(401);
+    expect((await getApproval(env.db, id))!.state).toBe('pending');
+    await http('POST', `/console/api/approvals/${id}/reject`, { cookie: a.cookie, csrf: a.csrf, body: {} });
+  });
+});
+
+describe('webhooks', () => {
+  test("held: a receiver answering a redirect (to another loopback port, or link-local) is not followed; the payload carries no parameter values. K5 (low, fixed): the log names the webhook without the secret path of its URL", async () => {
+    const hits: string[] = [];
+    const target = createServer((req, res) => {
+      hits.push(req.url ?? '');
+      res.end();
+    });
+    const bodies: any[] = [];
+    let n = 0;
+    const redirecting = createServer((req, res) => {
+      let body = '';
+      req.on('data', (c) => (body += c));
+      req.on('end', () => {
+        bodies.push(JSON.parse(body));
+        res.writeHead(n++ % 2 === 0 ? 302 : 307, { location: n % 2 === 0 ? 'http://169.254.169.254/latest/meta-data/' : `http://127.0.0.1:${(target.address() as AddressInfo).port}/internal` });
+        res.end();
+      });
+    });
+    await Promise.all([target, redirecting].map((s) => new Promise<void>((r) => s.listen(0, '127.0.0.1', () => r()))));
+    const hookUrl = `http://127.0.0.1:${(redirecting.address() as AddressInfo).port}/services/T0/B0/rt48aSECRETpath`;
+    const lines: string[] = [];
+    const logger = pino({ level: 'warn' }, { write: (l: string) => void lines.push(l) });
+    process.env.RT48A_WEBHOOK_SECRET = 'rt48a-webhook-secret-0123456789abcdef';
+    const d = await startWebhookDispatcher({ db: env.db, webhooks: [{ url: hookUrl, events: ['approval.queued'], secret_env: 'RT48A_WEBHOOK_SECRET' }], logger, pollMs: 50, backoffMs: [10, 10], timeoutMs: 2000 });
+    try {
+      const id = await queue('INSERT INTO playlist (name) VALUES ($1)', ['rt48a-hook-param-value']);
+      const end = Date.now() + 15_000;
+      let row: { status: string; attempts: number; last_error: string | null } | undefined;
+      while (Date.now() < end) {
+        row = (await env.db.pool.query("SELECT status, attempts, last_error FROM webhook_deliveries WHERE approval_id = $1 AND webhook = $2", [id, hookUrl])).rows[0];
+        if (row && row.status !== 'sending') break;
+        await new Promise((r) => setTimeout(r, 50));
+      }
+      expect(row).toEqual({ status: 'failed', attempts: 3, last_error: expect.stringMatching(/^HTTP 30[27]$/) });
+      expect(hits).toEqual([]);
+      expect(bodies.length).toBe(3);
+      expect(JSON.stringify(bodies)).not.toContain('rt48a-hook-param-value');
+      // K5: the failure is logged, naming the webhook without the secret part of its URL.
+      expect(lines.some((l) => JSON.parse(l).msg === 'webhook delivery failed after retries' && JSON.parse(l).url === `http://127.0.0.1:${(redirecting.address() as AddressInfo).port}/services/…`)).toBe(true);
+      expect(lines.join('\n')).not.toContain('rt48aSECRETpath');
+    } finally {
+      await d.close();
+      delete process.env.RT48A_WEBHOOK_SECRET;
+      target.close();
+      redirecting.close();
+    }
+  }, 60_000);
 });
