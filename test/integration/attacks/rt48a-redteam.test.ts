@@ -32,6 +32,14 @@
  *      and an incoming-webhook URL of a chat tool is its credential (`/services/T…/B…/<secret>`):
  *      whoever reads the gateway's log could post into the channel. Fixed: logs name
  *      webhookUrlForLog (origin and first path segment); webhook_deliveries keeps the URL.
+ *   K6 medium, fixed: an approval's re-check compared only the stored classification's fingerprint
+ *      with a fresh analysis, while the console's destructive flag, its confirmation step and the
+ *      relations shown come from the stored classification's statement, writes and reads. The holder
+ *      of the runtime credential (INSERT on approvals, grantRuntimeRole) stored `DELETE FROM
+ *      playlist_track WHERE playlist_id = $1` with its real fingerprint and a classification of an
+ *      INSERT into playlist: the console flagged nothing, approving asked no confirmation and deleted
+ *      3290 rows. Fixed: src/approvals/execute.ts classificationShows, in recheck (approve and review):
+ *      else classification_changed, nothing run.
  *
  * Held (no finding): see the tests marked "held".
  */
@@ -47,7 +55,8 @@ import { createOperatorToken } from '../../../src/admin/tokens';
 import { getApproval } from '../../../src/control/approvals';
 import { paramsForDisplay, showInvisible } from '../../../src/approvals/statement';
 import { chatText, startWebhookDispatcher } from '../../../src/approvals/webhooks';
-import { redactUrl } from '../../../src/control/db';
+import pg from 'pg';
+import { grantRuntimeRole, redactUrl } from '../../../src/control/db';
 
 let env: GovernedEnv;
 let token: { secret: string; tokenId: string };
@@ -318,4 +327,44 @@ describe('webhooks', () => {
       redirecting.close();
     }
   }, 60_000);
+});
+
+describe('K6 (medium, fixed): a pending approval inserted with the runtime credential under a classification that is not its statement', () => {
+  test('a DELETE stored as an INSERT into playlist: the console flags nothing and asks no confirmation; approving it must not run it', async () => {
+    const sql = 'DELETE FROM playlist_track WHERE playlist_id = $1';
+    // The statement's real fingerprint, from an honest queueing of it (rejected at once).
+    const honest = await queue(sql, [8]);
+    const real = (await getApproval(env.db, honest))!;
+    const s = await signIn();
+    await http('POST', `/console/api/approvals/${honest}/reject`, { cookie: s.cookie, csrf: s.csrf, body: {} });
+    const before = (await sourceQuery(env, 'SELECT count(*)::int AS n FROM playlist_track WHERE playlist_id = 8'))[0].n as number;
+    expect(before).toBeGreaterThan(0);
+
+    // The holder of the gateway's database credential (grantRuntimeRole: INSERT on approvals) stores
+    // the same statement, identity and key, with a classification of a harmless INSERT.
+    const role = `il_rt48a_rt_${Math.random().toString(16).slice(2, 10)}`;
+    await env.db.pool.query(`CREATE ROLE ${role} LOGIN`);
+    const url = new URL(env.db.url);
+    url.username = role;
+    url.password = '';
+    const c = new pg.Client({ connectionString: url.toString() });
+    let forged: string;
+    try {
+      await grantRuntimeRole(env.db, role);
+      await c.connect();
+      forged = `apr_${'48a'.repeat(8)}`;
+      const classification = { kind: 'write', statement: 'InsertStmt', fingerprint: real.classification.fingerprint, writes: [{ schema: 'public', table: 'playlist', operation: 'insert', columns: ['name'], hasWhere: false }], reads: [] };
+      await c.query("INSERT INTO approvals (id, source_id, identity_id, key_id, request_id, sql, params, classification, expires_at) VALUES ($1, $2, $3, $4, 'req_rt48a', $5, $6, $7, now() + interval '1 hour')", [forged, real.sourceId, real.identityId, real.keyId, sql, JSON.stringify([8]), JSON.stringify(classification)]);
+    } finally {
+      await c.end().catch(() => undefined);
+    }
+    // What the console shows of it: an insert into playlist, not destructive.
+    const listed = (await http('GET', '/console/api/approvals?state=pending&page_size=200', { cookie: s.cookie })).json.approvals.find((a: { id: string }) => a.id === forged);
+    expect(listed).toMatchObject({ destructive: false, statement: sql });
+    // Approving without any confirmation: it must not run the DELETE.
+    const r = await http('POST', `/console/api/approvals/${forged}/approve`, { cookie: s.cookie, csrf: s.csrf, body: {} });
+    expect(await sourceQuery(env, 'SELECT count(*)::int AS n FROM playlist_track WHERE playlist_id = 8')).toEqual([{ n: before }]);
+    expect(r.json).toMatchObject({ state: 'failed', errorCode: 'classification_changed' });
+    await env.db.pool.query(`DROP OWNED BY ${role}; DROP ROLE ${role}`).catch(() => undefined);
+  });
 });
