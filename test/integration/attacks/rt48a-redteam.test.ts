@@ -40,6 +40,13 @@
  *      INSERT into playlist: the console flagged nothing, approving asked no confirmation and deleted
  *      3290 rows. Fixed: src/approvals/execute.ts classificationShows, in recheck (approve and review):
  *      else classification_changed, nothing run.
+ *   K7 medium, fixed: with no control character at all, right-to-left letters (Hebrew, Arabic) in a
+ *      literal or parameter made the browser's bidirectional algorithm draw the numbers and
+ *      punctuation between them right to left: `'א' || 777 || 12 || 'ב'` (or VALUES ('א', 99999, 5,
+ *      'ב')) was drawn with 12 before 777, in the detail, the list and the parameter preview, so the
+ *      value an operator reads in a position is not the one stored there. Fixed: console.css lays
+ *      agent-written text out in logical order (direction ltr, unicode-bidi bidi-override). Open, low:
+ *      terminals that apply bidi (VTE, Konsole) and chat clients draw the CLI's and webhooks' text so.
  *
  * Held (no finding): see the tests marked "held".
  */
@@ -47,7 +54,7 @@ import { existsSync } from 'node:fs';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import pino from 'pino';
-import { chromium, type Browser } from 'playwright-core';
+import { chromium, type Browser, type Page } from 'playwright-core';
 import { approveAndExecute } from '../../../src/approvals/execute';
 import { startGovernedEnv, callTool, sourceQuery, playlistOwnerKey, type GovernedEnv } from '../../helpers/governed';
 import { disableIdentity, enableIdentity } from '../../../src/control/identities';
@@ -90,6 +97,23 @@ async function queue(sql: string, params: unknown[] = []): Promise<string> {
 
 /** Every Unicode space separator but U+0020 (\p{Zs}), and U+2800 (braille blank): PostgreSQL reads each as part of an identifier. */
 const LOOKALIKE_SPACES = ['\u00a0', '\u1680', '\u2000', '\u2005', '\u200a', '\u202f', '\u205f', '\u3000', '\u2800'];
+
+const CHROMIUM = '/usr/bin/chromium';
+/** A browser test: skipped on a workstation without Debian's chromium, never under CI. */
+const browserTest = existsSync(CHROMIUM) || process.env.CI ? test : test.skip;
+let browser: Browser | undefined;
+afterAll(async () => browser?.close());
+/** A new page of the console in headless Chromium, signed in as ops-rt48a by the keyboard. */
+async function consolePage(): Promise<Page> {
+  browser ??= await chromium.launch({ executablePath: CHROMIUM, args: ['--no-sandbox', '--headless', '--disable-gpu', '--disable-background-networking', '--disable-component-update', '--disable-sync', '--no-first-run'] });
+  const page = await browser.newPage();
+  page.setDefaultTimeout(15_000);
+  await page.goto(new URL('/console', env.url).toString());
+  await page.getByLabel(/Operator token/).fill(token.secret);
+  await page.keyboard.press('Enter');
+  await page.getByText('Signed in as ops-rt48a').waitFor();
+  return page;
+}
 
 describe('K1 (medium, fixed): look-alike spaces make a statement read otherwise than it runs', () => {
   test('a DELETE of every row reads "AS x WHERE false": the console flags and shows the no-break spaces', async () => {
@@ -200,20 +224,8 @@ describe('K3 (medium, fixed): a control database password given as a URL query p
 });
 
 describe('K4 (low, fixed) and held: what the console page shows, in headless Chromium', () => {
-  const CHROMIUM = '/usr/bin/chromium';
-  const run = existsSync(CHROMIUM) || process.env.CI ? test : test.skip;
-  let browser: Browser | undefined;
-  afterAll(async () => browser?.close());
-
-  run('markup in statements, comments, parameters and failure text stays text; invisible characters in a failure are shown', async () => {
-    browser = await chromium.launch({ executablePath: CHROMIUM, args: ['--no-sandbox', '--headless', '--disable-gpu', '--disable-background-networking', '--disable-component-update', '--disable-sync', '--no-first-run'] });
-    const page = await browser.newPage();
-    page.setDefaultTimeout(15_000);
+  browserTest('markup in statements, comments, parameters and failure text stays text; invisible characters in a failure are shown', async () => {
     const dialogs: string[] = [];
-    page.on('dialog', (d) => {
-      dialogs.push(d.message());
-      void d.dismiss();
-    });
     // The agent writes every part below.
     const shown = await queue("/* </pre><img src=x onerror=\"window.__rt48a='comment'\"> */ INSERT INTO playlist (name) VALUES ($1)", ['<img src=x onerror="window.__rt48a=\'param\'"><script>window.__rt48a="script"</script>']);
     const failing = await queue('INSERT INTO playlist_track (playlist_id, track_id) VALUES ($1, $2)', ['1 <img src=x onerror="window.__rt48a=\'failure\'">\u202eenilno', 1]);
@@ -221,10 +233,11 @@ describe('K4 (low, fixed) and held: what the console page shows, in headless Chr
     expect(await approveAndExecute(env.db, failing, { operator: 'ops-other' })).toMatchObject({ state: 'failed', errorCode: 'statement_failed' });
     expect((await getApproval(env.db, failing))!.failure!.message).toContain('\u202eenilno');
 
-    await page.goto(new URL('/console', env.url).toString());
-    await page.getByLabel(/Operator token/).fill(token.secret);
-    await page.keyboard.press('Enter');
-    await page.getByText('Signed in as ops-rt48a').waitFor();
+    const page = await consolePage();
+    page.on('dialog', (d) => {
+      dialogs.push(d.message());
+      void d.dismiss();
+    });
     const item = page.locator(`#list button[data-id="${shown}"]`);
     await item.waitFor();
     expect(await item.locator('.params').textContent()).toContain('<img src=x');
@@ -367,4 +380,30 @@ describe('K6 (medium, fixed): a pending approval inserted with the runtime crede
     expect(r.json).toMatchObject({ state: 'failed', errorCode: 'classification_changed' });
     await env.db.pool.query(`DROP OWNED BY ${role}; DROP ROLE ${role}`).catch(() => undefined);
   });
+});
+
+describe('K7 (medium, fixed): right-to-left letters reorder how the console draws a statement and its parameters', () => {
+  browserTest('numbers between Hebrew letters are drawn in reverse order (777 after 12) unless the page lays the text out in its logical order', async () => {
+    // No control character at all: Hebrew letters are visible, so nothing is flagged, yet the
+    // bidirectional algorithm draws the run from the first to the last one right to left.
+    const id = await queue("INSERT INTO playlist (name) SELECT 'א' || 777 || 12 || 'ב' || $1 || $2", ['ג', '31']);
+    const page = await consolePage();
+    const item = page.locator(`#list button[data-id="${id}"]`);
+    await item.waitFor();
+    await item.click();
+    await page.locator('#d-id').filter({ hasText: id }).waitFor();
+    /** The left edge in pixels where each of `parts` is drawn inside element `sel` (its first text node). */
+    const lefts = (sel: string, parts: string[]) =>
+      page.evaluate(
+        `(() => { const el = document.querySelector(${JSON.stringify(sel)}); const t = el.firstChild; const text = t.textContent;
+          return ${JSON.stringify(parts)}.map((p) => { const i = text.indexOf(p); const r = document.createRange(); r.setStart(t, i); r.setEnd(t, i + p.length); return Math.round(r.getBoundingClientRect().left); }); })()`,
+      ) as Promise<number[]>;
+    // Logical order: 777 before 12; "ג" (the first parameter) before "31". Drawn left to right in that order.
+    const [a, b] = await lefts('#d-sql', ['777', '12']);
+    const [c, d] = await lefts(`#list button[data-id="${id}"] .params`, ['ג', '31']);
+    const [e, f] = await lefts(`#list button[data-id="${id}"] .stmt`, ['777', '12']);
+    expect({ sql: a < b, params: c < d, list: e < f }).toEqual({ sql: true, params: true, list: true });
+    const s = await signIn();
+    await http('POST', `/console/api/approvals/${id}/reject`, { cookie: s.cookie, csrf: s.csrf, body: {} });
+  }, 90_000);
 });
