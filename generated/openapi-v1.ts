@@ -3775,7 +3775,10 @@ export interface operations {
                 /** @description Approvals per page, 1 to 200 (default 50). */
                 page_size?: string;
             };
-            header?: never;
+            header?: {
+                /** @description A read the page makes by itself (on a queue event): it does not restart the session's idle clock. Any console route takes it. */
+                "X-InterLock-Background"?: "1";
+            };
             path?: never;
             cookie?: never;
         };

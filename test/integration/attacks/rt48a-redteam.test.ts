@@ -47,6 +47,10 @@
  *      value an operator reads in a position is not the one stored there. Fixed: console.css lays
  *      agent-written text out in logical order (direction ltr, unicode-bidi bidi-override). Open, low:
  *      terminals that apply bidi (VTE, Konsole) and chat clients draw the CLI's and webhooks' text so.
+ *   K8 low, fixed: the console re-reads its list on every queue event, and that read restarted the
+ *      session's idle clock, so an agent queuing a write every half hour kept an unattended, signed-in
+ *      console open until the absolute timeout (8 h), against "an open page left alone still times
+ *      out". Fixed: the page marks those reads X-InterLock-Background: 1, which do not touch the clock.
  *
  * Held (no finding): see the tests marked "held".
  */
@@ -103,15 +107,18 @@ const CHROMIUM = '/usr/bin/chromium';
 const browserTest = existsSync(CHROMIUM) || process.env.CI ? test : test.skip;
 let browser: Browser | undefined;
 afterAll(async () => browser?.close());
-/** A new page of the console in headless Chromium, signed in as ops-rt48a by the keyboard. */
-async function consolePage(): Promise<Page> {
+/** A new page of the console in headless Chromium, signed in by the keyboard with operator token `secret` of `name` (default ops-rt48a). */
+async function consolePage(secret = token.secret, name = 'ops-rt48a'): Promise<Page> {
   browser ??= await chromium.launch({ executablePath: CHROMIUM, args: ['--no-sandbox', '--headless', '--disable-gpu', '--disable-background-networking', '--disable-component-update', '--disable-sync', '--no-first-run'] });
   const page = await browser.newPage();
   page.setDefaultTimeout(15_000);
   await page.goto(new URL('/console', env.url).toString());
-  await page.getByLabel(/Operator token/).fill(token.secret);
+  await page.getByLabel(/Operator token/).fill(secret);
+  // Signed in, the page reads its list and identities and opens its event stream: done when all have answered.
+  const started = Promise.all(['/console/api/approvals?', '/console/api/identities', '/console/api/events'].map((p) => page.waitForResponse((r) => r.url().includes(p))));
   await page.keyboard.press('Enter');
-  await page.getByText('Signed in as ops-rt48a').waitFor();
+  await page.getByText(`Signed in as ${name}`).waitFor();
+  await started;
   return page;
 }
 
@@ -405,5 +412,25 @@ describe('K7 (medium, fixed): right-to-left letters reorder how the console draw
     expect({ sql: a < b, params: c < d, list: e < f }).toEqual({ sql: true, params: true, list: true });
     const s = await signIn();
     await http('POST', `/console/api/approvals/${id}/reject`, { cookie: s.cookie, csrf: s.csrf, body: {} });
+  }, 90_000);
+});
+
+describe('K8 (low, fixed): the agent keeps an unattended console signed in', () => {
+  browserTest("a write the agent queues makes the open page re-read its list, which restarted the session's idle clock", async () => {
+    const idle = await createOperatorToken(env.db, 'ops-rt48a-idle');
+    const page = await consolePage(idle.secret, 'ops-rt48a-idle');
+    const seen = async () => (await env.db.pool.query<{ t: string }>("SELECT last_seen_at::text AS t FROM console_sessions WHERE token_id = $1 AND ended_at IS NULL", [idle.tokenId])).rows.map((r) => r.t);
+    // The page's own start-up reads are done (consolePage): the clock as the person left it.
+    const before = await seen();
+    expect(before).toHaveLength(1);
+    // Nobody touches the page; the agent queues a write, the page shows it (its list re-read on the queue event).
+    const id = await queue('INSERT INTO playlist (name) VALUES ($1)', ['rt48a-idle']);
+    await page.locator(`#list button[data-id="${id}"]`).waitFor();
+    expect(await seen()).toEqual(before);
+    // A person's own action still counts as activity.
+    await page.locator(`#list button[data-id="${id}"]`).click();
+    await page.locator('#d-id').filter({ hasText: id }).waitFor();
+    expect((await seen())[0] > before[0]).toBe(true);
+    await page.close();
   }, 90_000);
 });
