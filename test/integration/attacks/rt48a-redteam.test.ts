@@ -51,8 +51,26 @@
  *      session's idle clock, so an agent queuing a write every half hour kept an unattended, signed-in
  *      console open until the absolute timeout (8 h), against "an open page left alone still times
  *      out". Fixed: the page marks those reads X-InterLock-Background: 1, which do not touch the clock.
+ *   Open, low (not fixed here):
+ *   L1 the remote CLI takes the operator token on the command line (`--token T`), where `ps` and
+ *      /proc/PID/cmdline show it to every local user for the command's life; `--token-env VAR` exists
+ *      and docs/operators.md uses it, but `--token` is neither warned about nor marked unsafe in --help.
+ *   L2 readCookie takes the first interlock_console cookie of the header; a page on a sibling domain
+ *      can set one for Path=/console/api, which browsers send first, and sign the person into the
+ *      setter's own session (login CSRF; needs an operator token of the attacker's and a related domain).
+ *   L3 text from an identity provider is shown raw: token subjects (console identities table, `identity
+ *      show`'s table, a terminal escape sequence included) and claim attribute values (the console's
+ *      "Attributes from token claims", JSON.stringify leaves bidi and C1 characters). By reading only.
  *
- * Held (no finding): see the tests marked "held".
+ * Held (no finding): approvals racing through two console sessions, the admin API and a reject run
+ * the write once (one 200, three 409); a change needs this session's CSRF token (none or another
+ * session's: 403; a signed-out cookie: 401); markup in comments, parameters and failure text stays
+ * text in Chromium (textContent, strict CSP: no element, no script, no dialog); webhooks never follow
+ * a redirect (302 to link-local, 307 to another loopback port: not reached) and carry no parameter
+ * values; the remote CLI's token is not sent on after a cross-origin redirect (undici drops
+ * Authorization); by reading: malformed JSON bodies are not logged (src/http/common.ts jsonBody),
+ * sign-in costs one HMAC (no CPU-heavy hash to flood), the console's page headers (CSP, nosniff, DENY)
+ * cover every /console response, export writes no password.
  */
 import { existsSync } from 'node:fs';
 import { createServer } from 'node:http';
@@ -63,6 +81,7 @@ import { approveAndExecute } from '../../../src/approvals/execute';
 import { startGovernedEnv, callTool, sourceQuery, playlistOwnerKey, type GovernedEnv } from '../../helpers/governed';
 import { disableIdentity, enableIdentity } from '../../../src/control/identities';
 import { createOperatorToken } from '../../../src/admin/tokens';
+import { remoteBackend } from '../../../src/admin/client';
 import { getApproval } from '../../../src/control/approvals';
 import { paramsForDisplay, showInvisible } from '../../../src/approvals/statement';
 import { chatText, startWebhookDispatcher } from '../../../src/approvals/webhooks';
@@ -76,7 +95,12 @@ beforeAll(async () => {
   env = await startGovernedEnv({ config: { approvals: { max_pending_per_identity: 10_000, max_pending_per_source: 10_000 } } as never });
   token = await createOperatorToken(env.db, 'ops-rt48a');
 }, 120_000);
-afterAll(async () => env?.close());
+/** Login roles a test made in the cluster (the runtime credential's holder): dropped before the environment goes. */
+const rolesToDrop: string[] = [];
+afterAll(async () => {
+  for (const role of rolesToDrop) await env.db.pool.query(`DROP OWNED BY ${role}; DROP ROLE ${role}`).catch(() => undefined);
+  await env?.close();
+});
 
 const base = () => new URL(env.url).origin;
 /** A console API call with a session's cookie and, for changes, its CSRF token: status, Set-Cookie and JSON body. */
@@ -364,6 +388,7 @@ describe('K6 (medium, fixed): a pending approval inserted with the runtime crede
     // the same statement, identity and key, with a classification of a harmless INSERT.
     const role = `il_rt48a_rt_${Math.random().toString(16).slice(2, 10)}`;
     await env.db.pool.query(`CREATE ROLE ${role} LOGIN`);
+    rolesToDrop.push(role);
     const url = new URL(env.db.url);
     url.username = role;
     url.password = '';
@@ -381,11 +406,13 @@ describe('K6 (medium, fixed): a pending approval inserted with the runtime crede
     // What the console shows of it: an insert into playlist, not destructive.
     const listed = (await http('GET', '/console/api/approvals?state=pending&page_size=200', { cookie: s.cookie })).json.approvals.find((a: { id: string }) => a.id === forged);
     expect(listed).toMatchObject({ destructive: false, statement: sql });
+    // Its review already says approving would refuse it (no plan, the code named).
+    const detail = (await http('GET', `/console/api/approvals/${forged}`, { cookie: s.cookie })).json;
+    expect(detail.plan).toMatchObject({ ok: false, reason: expect.stringContaining('classification_changed') });
     // Approving without any confirmation: it must not run the DELETE.
     const r = await http('POST', `/console/api/approvals/${forged}/approve`, { cookie: s.cookie, csrf: s.csrf, body: {} });
     expect(await sourceQuery(env, 'SELECT count(*)::int AS n FROM playlist_track WHERE playlist_id = 8')).toEqual([{ n: before }]);
     expect(r.json).toMatchObject({ state: 'failed', errorCode: 'classification_changed' });
-    await env.db.pool.query(`DROP OWNED BY ${role}; DROP ROLE ${role}`).catch(() => undefined);
   });
 });
 
@@ -433,4 +460,27 @@ describe('K8 (low, fixed): the agent keeps an unattended console signed in', () 
     expect((await seen())[0] > before[0]).toBe(true);
     await page.close();
   }, 90_000);
+});
+
+describe('held: the remote CLI', () => {
+  test('held: a gateway address that redirects (307, another origin) does not get the operator token sent on', async () => {
+    const seen: Array<string | undefined> = [];
+    const target = createServer((req, res) => {
+      seen.push(req.headers.authorization);
+      res.setHeader('content-type', 'application/json');
+      res.end('{"operator":"x","tokenId":"t"}');
+    });
+    const redirecting = createServer((req, res) => {
+      res.writeHead(307, { location: `http://localhost:${(target.address() as AddressInfo).port}${req.url}` });
+      res.end();
+    });
+    await Promise.all([target, redirecting].map((s) => new Promise<void>((r) => s.listen(0, '127.0.0.1', () => r()))));
+    try {
+      await remoteBackend(`http://127.0.0.1:${(redirecting.address() as AddressInfo).port}`, token.secret).whoami().catch(() => undefined);
+      expect(seen).toEqual([undefined]);
+    } finally {
+      target.close();
+      redirecting.close();
+    }
+  });
 });
