@@ -1563,7 +1563,7 @@ export interface components {
             requesterProblem: "identity_disabled" | "key_revoked" | "key_expired" | null;
             /** @description DELETE, UPDATE or MERGE (flagged in the queue). */
             destructive: boolean;
-            /** @description How many control, bidirectional or zero-width characters the statement holds. */
+            /** @description How many control, bidirectional or zero-width characters, or spaces other than U+0020, the statement holds. */
             invisible: number;
         };
         ApprovalReview: {
@@ -3775,7 +3775,10 @@ export interface operations {
                 /** @description Approvals per page, 1 to 200 (default 50). */
                 page_size?: string;
             };
-            header?: never;
+            header?: {
+                /** @description A read the page makes by itself (on a queue event): it does not restart the session's idle clock. Any console route takes it. */
+                "X-InterLock-Background"?: "1";
+            };
             path?: never;
             cookie?: never;
         };
@@ -3826,7 +3829,7 @@ export interface operations {
                         statement: {
                             text: string;
                             comments: string[];
-                            /** @description The full statement with control, bidirectional and zero-width characters shown as ⟨U+XXXX⟩. */
+                            /** @description The full statement with control, bidirectional and zero-width characters and spaces other than U+0020 shown as ⟨U+XXXX⟩. */
                             visible: string;
                             invisible: number;
                         };

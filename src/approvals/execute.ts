@@ -132,6 +132,26 @@ interface RecheckAllowed {
 }
 
 /**
+ * True when stored `classification` names the statement kind, the relations written (with their
+ * operations) and the relations read that `analysis` finds: the classification operators review (the
+ * console's destructive flag and confirmation, its relations, `approval show`) is of the statement
+ * that runs. Compared as sets of `schema.table:operation` and `schema.table`.
+ */
+export function classificationShows(classification: Record<string, unknown>, analysis: { statement: string; writes: ReadonlyArray<{ schema: string; table: string; operation?: string }>; reads: ReadonlyArray<{ schema: string; table: string }> }): boolean {
+  const rel = (r: unknown, withOperation: boolean) => {
+    const x = (r ?? {}) as { schema?: unknown; table?: unknown; operation?: unknown };
+    return JSON.stringify([x.schema, x.table, withOperation ? (x.operation ?? null) : null]);
+  };
+  const same = (stored: unknown, fresh: readonly unknown[], withOperation: boolean) => {
+    if (!Array.isArray(stored)) return false;
+    const a = new Set(stored.map((r) => rel(r, withOperation)));
+    const b = new Set(fresh.map((r) => rel(r, withOperation)));
+    return a.size === b.size && [...a].every((k) => b.has(k));
+  };
+  return classification.statement === analysis.statement && same(classification.writes, analysis.writes, true) && same(classification.reads, analysis.reads, false);
+}
+
+/**
  * The approval's re-check (see approveAndExecute). `skipRequester` (the review only, approvalRunPlan):
  * the requester's key and identity are not checked, so a write that approving would refuse for
  * them still gets its guard.
@@ -162,6 +182,10 @@ async function recheck(db: ControlDb, a: ApprovalRecord, now: Date, connectorFor
   const analyzed = analyzeSql(a.sql, catalog, { complexity: complexityLimitsFromSettings(source.settings) });
   if (!analyzed.ok) return no('classification_changed');
   if (analyzed.kind !== 'write' || analyzed.fingerprint !== a.classification.fingerprint) return no('classification_changed');
+  // What operators were shown of it (destructive flag, confirmation, relations) is the stored
+  // classification: it must be this analysis's (red team rt48a K6: one stored with the runtime
+  // credential said INSERT for a DELETE of the same fingerprint, and ran with no confirmation).
+  if (!classificationShows(a.classification, analyzed)) return no('classification_changed');
   const analysis = await withLiveViewMapping(analyzed, catalog, connector, a.identityId);
   const evaluator = new AccessEvaluator(await store.grantsForIdentity(a.identityId));
   if (!evaluator.hasGrant(a.sourceId)) return no('source_role_denied');

@@ -39,9 +39,13 @@ export interface DisplayStatement {
  * (red team rt2): Unicode tag characters U+E0000–E007F ("ASCII smuggling"), variation selectors
  * (U+180B–U+180F, U+FE00–FE0F, U+E0100–E01EF), the soft hyphen, the combining grapheme joiner,
  * Hangul fillers (U+115F, U+1160, U+3164, U+FFA0), Khmer inherent vowels (U+17B4, U+17B5), the
- * interlinear annotation characters (U+FFF9–FFFB) and the musical invisible formatting characters.
+ * interlinear annotation characters (U+FFF9–FFFB) and the musical invisible formatting characters;
+ * and the characters that render as a space but are not one to PostgreSQL (red team rt48a K1): every
+ * Unicode space separator but U+0020 (U+00A0, U+1680, U+2000–U+200A, U+202F, U+205F, U+3000) and the
+ * braille blank U+2800. PostgreSQL's scanner reads each as part of an identifier, so
+ * `DELETE FROM t AS x<U+00A0>WHERE<U+00A0>false` (alias "x where false") deletes every row.
  */
-const INVISIBLE = /[\u0000-\u0008\u000b-\u001f\u007f-\u009f\u00ad\u034f\u061c\u115f\u1160\u17b4\u17b5\u180b-\u180f\u200b-\u200f\u2028-\u202e\u2060-\u2069\u3164\ufe00-\ufe0f\ufeff\uffa0\ufff9-\ufffb\u{1d173}-\u{1d17a}\u{e0000}-\u{e007f}\u{e0100}-\u{e01ef}]/gu;
+const INVISIBLE = /[\u0000-\u0008\u000b-\u001f\u007f-\u009f\u00a0\u00ad\u034f\u061c\u115f\u1160\u1680\u17b4\u17b5\u180b-\u180f\u2000-\u200f\u2028-\u202f\u205f-\u2069\u2800\u3000\u3164\ufe00-\ufe0f\ufeff\uffa0\ufff9-\ufffb\u{1d173}-\u{1d17a}\u{e0000}-\u{e007f}\u{e0100}-\u{e01ef}]/gu;
 
 /**
  * `text` with every INVISIBLE character replaced by a visible token `⟨U+XXXX⟩` (uppercase hex, at

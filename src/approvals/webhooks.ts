@@ -99,6 +99,22 @@ function chatCode(statement: string): string {
   return '```' + chatText(statement) + '```';
 }
 
+/**
+ * A webhook's URL as logs name it (red team rt48a K5): its origin and first path segment, the rest
+ * as `…`, no query. Incoming-webhook URLs of chat tools carry their credential in the path
+ * (`/services/T…/B…/<secret>`, `/api/webhooks/<id>/<token>`) or the query, so the whole URL is never
+ * logged; webhook_deliveries (operators only) keeps it whole. An unparseable URL is `<webhook URL>`.
+ */
+export function webhookUrlForLog(url: string): string {
+  try {
+    const u = new URL(url);
+    const segments = u.pathname.split('/').filter(Boolean);
+    return `${u.origin}${segments.length === 0 ? '/' : `/${segments[0]}${segments.length > 1 || u.search ? '/…' : ''}`}`;
+  } catch {
+    return '<webhook URL>';
+  }
+}
+
 /** The signature header value of `body` sent at `timestamp` (Unix seconds). */
 export function signWebhook(secret: string, timestamp: number, body: string): string {
   return 'sha256=' + crypto.createHmac('sha256', secret).update(`${timestamp}.${body}`).digest('hex');
@@ -187,13 +203,13 @@ export async function startWebhookDispatcher(opts: WebhookDispatcherOptions): Pr
   const hooks = opts.webhooks.flatMap((w) => {
     const secret = env[w.secret_env];
     if (!secret) {
-      opts.logger?.warn({ component: 'webhooks', url: w.url, secret_env: w.secret_env }, 'webhook skipped: its secret_env variable is not set');
+      opts.logger?.warn({ component: 'webhooks', url: webhookUrlForLog(w.url), secret_env: w.secret_env }, 'webhook skipped: its secret_env variable is not set');
       return [];
     }
     // loadConfig refuses a weak secret; a configuration built otherwise never signs with one (task hnu43 item 6).
     const weak = webhookSecretProblem(w.secret_env, secret);
     if (weak) {
-      opts.logger?.error({ component: 'webhooks', url: w.url, secret_env: w.secret_env }, `webhook skipped: ${weak}`);
+      opts.logger?.error({ component: 'webhooks', url: webhookUrlForLog(w.url), secret_env: w.secret_env }, `webhook skipped: ${weak}`);
       return [];
     }
     return [{ ...w, secret }];
@@ -232,7 +248,7 @@ export async function startWebhookDispatcher(opts: WebhookDispatcherOptions): Pr
         .catch(() => undefined);
       if (ok) return;
       if (last) {
-        opts.logger?.warn({ component: 'webhooks', url: hook.url, event, deliveryId, status, error }, 'webhook delivery failed after retries');
+        opts.logger?.warn({ component: 'webhooks', url: webhookUrlForLog(hook.url), event, deliveryId, status, error }, 'webhook delivery failed after retries');
         return;
       }
       await sleep(backoff[attempt - 1]);

@@ -160,10 +160,15 @@ export function mountConsole(app: Express, opts: ConsoleOptions): void {
   router.get('/console', (_req, res) => res.sendFile(join(CONSOLE_STATIC_DIR, 'index.html')));
   router.use('/console/assets', express.static(CONSOLE_STATIC_DIR, { index: false, dotfiles: 'deny' }));
 
-  /** The live session of the request (server-side: signed out, timed out or token revoked is null); a request restarts its idle clock. */
+  /**
+   * The live session of the request (server-side: signed out, timed out or token revoked is null); a
+   * request restarts its idle clock, but a read the page makes by itself (header
+   * X-InterLock-Background: 1, the list re-read on a queue event) does not: a write an agent queues
+   * must not keep an unattended console signed in (red team rt48a K8).
+   */
   const sessionOf = async (req: Request): Promise<{ session: ConsoleSession; cookie: string } | null> => {
     const cookie = readCookie(req.headers.cookie, SESSION_COOKIE);
-    const session = await resolveConsoleSession(db, cookie, timeouts, true);
+    const session = await resolveConsoleSession(db, cookie, timeouts, req.get('x-interlock-background') !== '1');
     return session && cookie ? { session, cookie } : null;
   };
   const authed = (write: boolean) => async (req: Request, res: Response, next: NextFunction) => {
@@ -243,7 +248,9 @@ export function mountConsole(app: Express, opts: ConsoleOptions): void {
     const relations = affectedRelations(a.classification);
     const visible = showInvisible(a.sql);
     return {
-      approval: a,
+      // The failure's text (PostgreSQL's message, detail and hint, which quote the agent's values) with
+      // invisible characters shown as ⟨U+XXXX⟩, as the statement and `approval show` (red team rt48a K4).
+      approval: { ...a, failure: a.failure && (Object.fromEntries(Object.entries(a.failure).map(([k, v]) => [k, typeof v === 'string' ? showInvisible(v).text : v])) as typeof a.failure) },
       statement: { text: display.text, comments: display.comments, visible: visible.text, invisible: visible.count },
       params: showInvisible(JSON.stringify(a.params, null, 2)).text,
       destructive: review.destructive,

@@ -86,16 +86,40 @@ export interface MigrationStatus {
   upToDate: boolean;
 }
 
-/** `url` with any password replaced by "***" (for messages and logs). */
+/**
+ * `url` with the values of its query parameters whose name (percent-decoded) holds "password"
+ * replaced by "***": node-postgres, like libpq, takes `?password=` and `?sslpassword=` from a
+ * connection string's query (red team rt48a K3). The rest of the text is kept as it is.
+ */
+function hideQueryPasswords(url: string): string {
+  const q = url.indexOf('?');
+  if (q < 0) return url;
+  const hash = url.indexOf('#', q);
+  const end = hash < 0 ? url.length : hash;
+  const params = url.slice(q + 1, end).split('&').map((p) => {
+    const i = p.indexOf('=');
+    const key = i < 0 ? p : p.slice(0, i);
+    let name = key;
+    try {
+      name = decodeURIComponent(key.replace(/\+/g, ' '));
+    } catch {
+      // A malformed escape: judged by the text as written.
+    }
+    return i >= 0 && /password/i.test(name) ? `${key}=***` : p;
+  });
+  return `${url.slice(0, q + 1)}${params.join('&')}${url.slice(end)}`;
+}
+
+/** `url` with any password replaced by "***", in the userinfo or as a query parameter (for messages and logs). */
 export function redactUrl(url: string): string {
   try {
     const u = new URL(url);
     if (u.password) u.password = '***';
-    return u.toString();
+    return hideQueryPasswords(u.toString());
   } catch {
     // Several hosts (h1:p1,h2:p2, issue 29) are no WHATWG URL: blank the password by the URL's shape.
     const m = /^(postgres(?:ql)?:\/\/[^:@/?#]*)(:[^@/?#]*)?@([^/?#]*)(.*)$/s.exec(url) ?? /^(postgres(?:ql)?:\/\/)()([^/?#@]*)(.*)$/s.exec(url);
-    if (m) return `${m[1]}${m[2] ? ':***' : ''}${m[0].includes('@') ? '@' : ''}${m[3]}${m[4]}`;
+    if (m) return hideQueryPasswords(`${m[1]}${m[2] ? ':***' : ''}${m[0].includes('@') ? '@' : ''}${m[3]}${m[4]}`);
     return '<unparseable database URL>';
   }
 }

@@ -12,9 +12,12 @@
 
   function say(text) { $('status').textContent = text; }
 
-  async function api(method, path, body) {
+  // `background`: a read the page makes by itself (the list re-read on a queue event), which is not
+  // the person's activity and so does not restart the session's idle clock (red team rt48a K8).
+  async function api(method, path, body, background) {
     const headers = { Accept: 'application/json' };
     if (method !== 'GET') { headers['Content-Type'] = 'application/json'; headers['X-CSRF-Token'] = csrf; }
+    if (background) headers['X-InterLock-Background'] = '1';
     const r = await fetch('/console/api' + path, { method, headers, credentials: 'same-origin', body: body === undefined ? undefined : JSON.stringify(body) });
     const json = await r.json().catch(() => ({}));
     if (!r.ok) { const e = new Error(json.message || ('HTTP ' + r.status)); e.status = r.status; e.body = json; throw e; }
@@ -140,9 +143,9 @@
     return q.toString();
   }
 
-  async function refresh() {
+  async function refresh(background) {
     try {
-      const r = await api('GET', '/approvals?' + query());
+      const r = await api('GET', '/approvals?' + query(), undefined, background);
       renderList(r.approvals);
       pages = Math.max(1, Math.ceil(r.total / r.pageSize));
       $('page-info').textContent = 'Page ' + r.page + ' of ' + pages + ' · ' + r.total + ' matching';
@@ -166,7 +169,7 @@
       const ids = new Set(data.pending.map((p) => p.id));
       if (!first) {
         if ([...ids].some((id) => !seen.has(id))) say(data.pending.length + ' write(s) waiting for approval.');
-        refresh();
+        refresh(true);
       }
       seen = ids;
       first = false;
