@@ -63,7 +63,7 @@ import { qualifySql, unqualifiedNames } from '../../../src/sources/postgres/qual
 import { createTempDatabase, pgServer } from '../../helpers/pg';
 import { auditRow, faultPairs } from '../../helpers/audit-events';
 import { startGovernedEnv, callTool, sourceQuery, type GovernedEnv } from '../../helpers/governed';
-import { startInsider, stopInsider, type Insider } from '../../helpers/stale-reads';
+import { startPublicInsider, stopInsider, type Insider } from '../../helpers/stale-reads';
 import { approveAndExecute } from '../../../src/approvals/execute';
 import { scanSource } from '../../../src/control/scan';
 import { upsertRole } from '../../../src/control/roles';
@@ -273,16 +273,13 @@ describe('rt47b J3b (high, fixed): an operator in public shadowing one the write
 
   beforeAll(async () => {
     env = await startGovernedEnv();
-    x = await startInsider(env, 'rt47b');
+    x = await startPublicInsider(env, 'rt47b');
     await sourceQuery(
       env,
-      `CREATE TABLE public.rt47b_evidence (who text NOT NULL);
-       GRANT INSERT, SELECT ON public.rt47b_evidence TO PUBLIC;
-       CREATE TABLE public.rt47b_w (id int PRIMARY KEY, tags int[]);
+      `CREATE TABLE public.rt47b_w (id int PRIMARY KEY, tags int[]);
        INSERT INTO public.rt47b_w VALUES (1, '{1}');
        GRANT SELECT, UPDATE ON public.rt47b_w TO "${env.demo.writerRole}";
-       GRANT SELECT ON public.rt47b_w TO "${env.demo.readerRole}";
-       GRANT CREATE ON SCHEMA public TO "${x.role}";`,
+       GRANT SELECT ON public.rt47b_w TO "${env.demo.readerRole}";`,
     );
     await scanSource(env.db, env.demo.sourceId);
     await upsertRole(env.db, {
@@ -298,7 +295,7 @@ describe('rt47b J3b (high, fixed): an operator in public shadowing one the write
     env.gateway.store.invalidate('*');
   });
   afterAll(async () => {
-    await stopInsider(x, 'DROP OPERATOR IF EXISTS public.<> (oid, integer); DROP FUNCTION IF EXISTS public.rt47b_ne(oid, integer)');
+    await stopInsider(x, 'DROP OPERATOR IF EXISTS public.<> (oid, integer); DROP FUNCTION IF EXISTS public.rt47b_ne(oid, integer); DROP TABLE IF EXISTS public.rt47b_evidence');
     await env?.close();
   });
 

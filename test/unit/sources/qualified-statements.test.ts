@@ -27,6 +27,7 @@ import { parseRowPredicate, renderRowPredicate } from '../../../src/sql/row-rule
 import type { SourceCatalog } from '../../../src/sql/catalog-types';
 import { initSqlParser } from '../../../src/sql/parser';
 import { rowViewStatements } from '../../../src/pipeline/row-rules';
+import { maskedStatement } from '../../../src/sql/mask-sql';
 
 /**
  * The SQL inside rowViewStatements' DO blocks (`DO $il$BEGIN IF <condition> THEN <statement>; END IF; END$il$`):
@@ -80,6 +81,8 @@ function ownStatements(): Array<[string, string]> {
     ['plan settings', PLAN_BIND_LOCAL_SETTINGS],
     ['discovery table', documentTableSql({ table: 'public.docs', id_column: 'id', title_column: 't', body_column: 'b', type_column: 'k', category_column: 'c', time_column: 'ts', audience_column: 'a', entities_column: 'e', links_column: 'l' } as Parameters<typeof documentTableSql>[0])],
     ['row view predicate', `SELECT * FROM "public"."t" WHERE ${predicate}`],
+    // Red team rt48c K1: the projection InterLock wraps around a read with masked columns (the agent's own text inside is not InterLock's: a constant here).
+    ['mask wrapper', (maskedStatement('SELECT 1 AS a, 2 AS b, 3 AS c, 4 AS d, 5 AS e', (['full', 'null', 'partial', 'hash', null] as const).map((method, index) => ({ index, name: 'abcde'[index], method }))) as { sql: string }).sql],
     ...doBlockSql(rowViewStatements({ name: 'v_1', schema: 'public', table: 't', only: false, predicateSql: predicate, check: true }, 'reader')).map((sql, i): [string, string] => [`row view DDL ${i}`, sql]),
   ];
 }

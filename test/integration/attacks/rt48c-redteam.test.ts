@@ -1,0 +1,81 @@
+/**
+ * Red team rt48c (2026-12-07): after j3b (qualify-sql.ts), what InterLock's own statements on source
+ * connections still resolve through the connection role's search_path. Attacker: an insider with
+ * CREATE on a schema of the reader's or writer's path (public), as in rt47b J3/J3b. Real PostgreSQL,
+ * loopback only. Each test is one attack; its name says whether it is a finding (severity, fixed or
+ * open) or an attack that held.
+ *
+ *   K1 high, fixed: the masking wrapper (src/sql/mask-sql.ts maskExpression), which InterLock adds around
+ *      the agent's read whenever a column is masked, was not in the parse-tree test and compared with
+ *      unqualified operators and casts: the `partial` mask's `d.oid = pg_catalog.pg_typeof(…)` is oid =
+ *      regtype, for which pg_catalog has no exact operator, so an insider's public.= (oid, regtype) won
+ *      and ran as the reader on every read of a partially masked column (its answer decided which mask
+ *      form the agent got; shown: customer 1's partial mask became `***`); the function guard checks
+ *      only the names of the agent's own statement. `'***'::text`, `NULL::text` and the wrapper's `=`,
+ *      `>`, `<=`, `+`, `/` resolved a domain public.text or an exact-match operator in public under a
+ *      path `public, pg_catalog`. Fixed: every operator and type of the wrapper is pinned to
+ *      pg_catalog; the wrapper (all four methods) is in test/unit/sources/qualified-statements.test.ts.
+ * Open, low (not fixed here): the row predicate casts a bound attribute to a user type by the bare name
+ * format_type printed for the scan's path (`::mood`); a domain of that name created later in a schema
+ * earlier on the path would be the cast's type in a row view made after it (its CHECK then runs as the
+ * reader). It needs a row rule on a column of a user type whose schema is not first on the path, and
+ * a view made after the insider acts; the view's name hashes the same text, so made once it stays.
+ * The mapped tables of discovery cast their columns to pg_catalog.text / timestamptz and call
+ * to_jsonb: a column of a type the insider owns could carry the insider's cast (CREATE CAST needs the
+ * type's ownership), a trust the table's owner gave when using that type.
+ * Held (by reading and the existing suites): ORDER BY / DISTINCT / GROUP BY / LEAST / GREATEST find their
+ * operators through the type's default btree or hash operator class, which only a superuser can create
+ * (CREATE OPERATOR CLASS); LOCK TABLE names are schema-qualified and quoted (hook-guard.ts lockSql); every
+ * set_config is pg_catalog.set_config; the row-rule rewrite of the agent's text adds only
+ * `interlock_rows."…"` relation names; row views' predicates are qualified (j3b).
+ */
+import { applyMask } from '../../../src/sql/redaction';
+import { scanSource } from '../../../src/control/scan';
+import { startGovernedEnv, callTool, sourceQuery, type GovernedEnv } from '../../helpers/governed';
+import { startPublicInsider, stopInsider, type Insider } from '../../helpers/stale-reads';
+
+jest.setTimeout(120_000);
+
+let env: GovernedEnv;
+let x: Insider;
+
+beforeAll(async () => {
+  env = await startGovernedEnv();
+  x = await startPublicInsider(env, 'rt48c');
+  await sourceQuery(env, 'CREATE TABLE public.rt48c_t (id int PRIMARY KEY)');
+});
+afterAll(async () => {
+  await stopInsider(x, 'DROP TABLE IF EXISTS public.rt48c_evidence, public.rt48c_t');
+  await env?.close();
+});
+
+/** The rows of interlock_query `sql` on chinook as demo-agent, once the catalogue is current (a catalog_stale answer is read again). */
+async function rowsOf(sql: string): Promise<Array<Record<string, unknown>>> {
+  for (let i = 0; ; i++) {
+    const r = await callTool(env, 'interlock_query', { source_id: 'chinook', sql }, env.apiKey);
+    expect(r.status).toBe(200);
+    const sc = r.body.result.structuredContent;
+    if (!r.body.result.isError) return sc.rows;
+    if (sc.code !== 'catalog_stale' || i >= 20) throw new Error(`refused: ${JSON.stringify(sc)}`);
+    await scanSource(env.db, 'chinook');
+    env.gateway.store.invalidate('*');
+  }
+}
+
+// Shown failing before the fix: email was '***' (the insider's operator answered true for "is the value's type boolean, json or an array").
+describe('rt48c K1 (high, fixed): the masking wrapper InterLock adds around a read', () => {
+  test("finding K1: an insider's public.= (oid, regtype) does not run as the reader in the partial mask", async () => {
+    const sql = 'SELECT customer_id, email FROM customer ORDER BY customer_id LIMIT 1';
+    const raw = (await sourceQuery<{ email: string }>(env, 'SELECT email FROM customer ORDER BY customer_id LIMIT 1'))[0].email;
+    expect(await rowsOf(sql)).toEqual([{ customer_id: 1, email: applyMask(raw, 'partial') }]);
+    await x.insider.query(`CREATE FUNCTION public.rt48c_eq(a oid, b regtype) RETURNS boolean LANGUAGE sql IMMUTABLE AS 'SELECT true';
+      CREATE OPERATOR public.= (LEFTARG = oid, RIGHTARG = regtype, FUNCTION = public.rt48c_eq)`);
+    try {
+      await scanSource(env.db, 'chinook');
+      env.gateway.store.invalidate('*');
+      expect(await rowsOf(sql)).toEqual([{ customer_id: 1, email: applyMask(raw, 'partial') }]);
+    } finally {
+      await x.insider.query('DROP OPERATOR public.= (oid, regtype); DROP FUNCTION public.rt48c_eq(oid, regtype)');
+    }
+  });
+});
