@@ -15,6 +15,15 @@
  *      `>`, `<=`, `+`, `/` resolved a domain public.text or an exact-match operator in public under a
  *      path `public, pg_catalog`. Fixed: every operator and type of the wrapper is pinned to
  *      pg_catalog; the wrapper (all four methods) is in test/unit/sources/qualified-statements.test.ts.
+ *   K2 high, fixed: `interlock source drop-row-views` (src/control/row-views.ts) ran three statements
+ *      as the source's WRITER that never went through qualifySql: `d.refclassid = 'pg_class'::regclass`
+ *      is oid = regclass (no exact operator in pg_catalog), so an insider's public.= (oid, regclass) ran
+ *      as the writer (shown: it recorded the writer role) and could write whatever the writer may;
+ *      `'pg_class'::regclass` itself is looked up on the path (a table public.pg_class under `public,
+ *      pg_catalog`), and so were pg_class, pg_depend, pg_rewrite and pg_namespace. Fixed: the
+ *      statements go through qualifySql, the regclass literals name pg_catalog, and both are in the
+ *      parse-tree test; unqualifiedNames now also names a `'…'::regclass` (regtype, regproc, regoper,
+ *      … of a one-part name) whose text input resolves through the path.
  * Open, low (not fixed here): the row predicate casts a bound attribute to a user type by the bare name
  * format_type printed for the scan's path (`::mood`); a domain of that name created later in a schema
  * earlier on the path would be the cast's type in a row view made after it (its CHECK then runs as the
@@ -31,6 +40,7 @@
  */
 import { applyMask } from '../../../src/sql/redaction';
 import { scanSource } from '../../../src/control/scan';
+import { dropRowViews } from '../../../src/control/row-views';
 import { startGovernedEnv, callTool, sourceQuery, type GovernedEnv } from '../../helpers/governed';
 import { startPublicInsider, stopInsider, type Insider } from '../../helpers/stale-reads';
 
@@ -76,6 +86,23 @@ describe('rt48c K1 (high, fixed): the masking wrapper InterLock adds around a re
       expect(await rowsOf(sql)).toEqual([{ customer_id: 1, email: applyMask(raw, 'partial') }]);
     } finally {
       await x.insider.query('DROP OPERATOR public.= (oid, regtype); DROP FUNCTION public.rt48c_eq(oid, regtype)');
+    }
+  });
+});
+
+// Shown failing before the fix: evidence held the writer role once per pg_depend row the recursive step compared.
+describe('rt48c K2 (high, fixed): `interlock source drop-row-views --table` as the writer', () => {
+  test("finding K2: an insider's public.= (oid, regclass) does not run as the writer", async () => {
+    await x.insider.query(`CREATE FUNCTION public.rt48c_eqc(a oid, b regclass) RETURNS boolean LANGUAGE sql VOLATILE AS $$
+        INSERT INTO public.rt48c_evidence SELECT current_user;
+        SELECT a OPERATOR(pg_catalog.=) b::pg_catalog.oid $$;
+      CREATE OPERATOR public.= (LEFTARG = oid, RIGHTARG = regclass, FUNCTION = public.rt48c_eqc)`);
+    try {
+      const dropped = await dropRowViews(env.db, env.demo.sourceId, { table: 'public.rt48c_t' });
+      const evidence = await sourceQuery<{ who: string }>(env, 'SELECT DISTINCT who FROM public.rt48c_evidence');
+      expect({ dropped, evidence }).toEqual({ dropped: { sourceId: env.demo.sourceId, dropped: [] }, evidence: [] });
+    } finally {
+      await x.insider.query('DROP OPERATOR public.= (oid, regclass); DROP FUNCTION public.rt48c_eqc(oid, regclass)');
     }
   });
 });

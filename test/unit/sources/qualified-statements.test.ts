@@ -28,6 +28,7 @@ import type { SourceCatalog } from '../../../src/sql/catalog-types';
 import { initSqlParser } from '../../../src/sql/parser';
 import { rowViewStatements } from '../../../src/pipeline/row-rules';
 import { maskedStatement } from '../../../src/sql/mask-sql';
+import { ROW_VIEW_TABLE_SQL, ROW_VIEWS_OF_TABLE_SQL, ROW_VIEWS_SQL } from '../../../src/control/row-views';
 
 /**
  * The SQL inside rowViewStatements' DO blocks (`DO $il$BEGIN IF <condition> THEN <statement>; END IF; END$il$`):
@@ -83,6 +84,10 @@ function ownStatements(): Array<[string, string]> {
     ['row view predicate', `SELECT * FROM "public"."t" WHERE ${predicate}`],
     // Red team rt48c K1: the projection InterLock wraps around a read with masked columns (the agent's own text inside is not InterLock's: a constant here).
     ['mask wrapper', (maskedStatement('SELECT 1 AS a, 2 AS b, 3 AS c, 4 AS d, 5 AS e', (['full', 'null', 'partial', 'hash', null] as const).map((method, index) => ({ index, name: 'abcde'[index], method }))) as { sql: string }).sql],
+    // Red team rt48c K2: `interlock source drop-row-views`, as the writer.
+    ['drop-row-views table', qualifySql(ROW_VIEW_TABLE_SQL)],
+    ['drop-row-views views of a table', qualifySql(ROW_VIEWS_OF_TABLE_SQL)],
+    ['drop-row-views views', qualifySql(ROW_VIEWS_SQL)],
     ...doBlockSql(rowViewStatements({ name: 'v_1', schema: 'public', table: 't', only: false, predicateSql: predicate, check: true }, 'reader')).map((sql, i): [string, string] => [`row view DDL ${i}`, sql]),
   ];
 }
@@ -125,6 +130,9 @@ describe('qualifySql', () => {
     ['SELECT 1 FROM pg_catalog.pg_class NATURAL JOIN pg_catalog.pg_type', 'JOIN USING/NATURAL'],
     ['SELECT a FROM pg_catalog.pg_class ORDER BY a USING <', 'ORDER BY USING'],
     ['SELECT * FROM unnest($1::text[], $2::text[]) AS u(a, b)', 'ROWS FROM'],
+    // rt48c K2: the text input of regclass, regtype, … looks a one-part name up on the search path.
+    ["SELECT 1 FROM pg_catalog.pg_depend d WHERE d.refclassid OPERATOR(pg_catalog.=) 'pg_class'::pg_catalog.regclass", "regclass input 'pg_class'"],
+    ["SELECT 'text'::regtype", "regtype input 'text'"],
   ])('refuses what has no qualified spelling: %s', (sql, what) => {
     expect(() => qualifySql(sql)).toThrow(what);
   });
