@@ -45,6 +45,7 @@ import { rewriteRowRules, ROW_VIEW_SCHEMA, RowRewriteRefusal, type RelationRefer
 import { viewFacts, viewLineage } from '../sql/view-lineage';
 import { referentialReach } from '../sql/referential-reach';
 import type { ToolOutcome } from './types';
+import { qualifySql } from '../sources/postgres/qualify-sql';
 
 /**
  * One view InterLock creates in `interlock_rows`: a row view `SELECT * FROM [ONLY] schema.table
@@ -590,7 +591,13 @@ export function rowViewStatements(view: RowView, reader: string): string[] {
     let t = 'ddl';
     while (ddl.includes(`$${t}$`) || path.includes(`$${t}$`)) t += 'x';
     const text = `$${t}$`;
-    create = `PERFORM pg_catalog.set_config('search_path', ${text}${path}${text}, true); EXECUTE ${text}${ddl}${text};`;
+    // The text was printed for the catalogue's path when the source was scanned; parsed again now, a
+    // name in it may resolve to a function, operator or type created since in a schema of that path
+    // (an exact match beats pg_catalog's polymorphic or coerced candidate: red team rt48c K3). The
+    // copy may depend on no such object its original does not: else nothing is created and the read
+    // is refused (row_rules_unavailable) until a scan prints the names qualified.
+    const foreign = copyForeignCodeSql(v, `${quoteIdent(view.schema)}.${quoteIdent(view.table)}`);
+    create = `PERFORM pg_catalog.set_config('search_path', ${text}${path}${text}, true); EXECUTE ${text}${ddl}${text}; IF (${foreign}) THEN RAISE EXCEPTION 'the copy of a view resolves a function, operator, type or collation its original does not (rescan the source)'; END IF;`;
   }
   const role = quoteIdent(reader);
   return [
@@ -603,6 +610,25 @@ export function rowViewStatements(view: RowView, reader: string): string[] {
     doBlock(`IF NOT pg_catalog.has_schema_privilege(${stringLiteral(reader)}, '${ROW_VIEW_SCHEMA}', 'USAGE') THEN GRANT USAGE ON SCHEMA ${ROW_VIEW_SCHEMA} TO ${role}; END IF;`),
     doBlock(`IF NOT pg_catalog.has_table_privilege(${stringLiteral(reader)}, ${stringLiteral(v)}, 'SELECT') THEN GRANT SELECT ON ${v} TO ${role}; END IF;`),
   ];
+}
+
+/**
+ * A SELECT of one boolean: whether view `copy` (a row view's copy, `interlock_rows."…"`) depends on a
+ * function, operator, type or collation that view `original` (`"schema"."name"`) does not depend on
+ * (pg_depend of their rewrite rules; built-in objects are pinned and recorded for neither). Red team
+ * rt48c K3: the copy is the original's definition text parsed again, and a name in it can now resolve
+ * to an insider's object (`public.array_length(integer[], integer)` over pg_catalog's anyarray one),
+ * which would run as the reader on every read through the copy. Names pinned to pg_catalog
+ * (qualifySql). Requires initSqlParser (or loadSqlQualifier).
+ */
+export function copyForeignCodeSql(copy: string, original: string): string {
+  const rule = (alias: string, rw: string, view: string) =>
+    `${alias}.classid = 'pg_catalog.pg_rewrite'::regclass AND ${rw}.oid = ${alias}.objid AND ${rw}.ev_class = ${stringLiteral(view)}::regclass`;
+  return qualifySql(
+    `SELECT EXISTS (SELECT 1 FROM pg_depend d, pg_rewrite r WHERE ${rule('d', 'r', copy)}` +
+      ` AND d.refclassid = ANY (ARRAY['pg_catalog.pg_proc'::regclass, 'pg_catalog.pg_operator'::regclass, 'pg_catalog.pg_type'::regclass, 'pg_catalog.pg_collation'::regclass]::oid[])` +
+      ` AND NOT EXISTS (SELECT 1 FROM pg_depend o, pg_rewrite ro WHERE ${rule('o', 'ro', original)} AND o.refclassid = d.refclassid AND o.refobjid = d.refobjid))`,
+  );
 }
 
 /** `DO $tag$BEGIN <body> END$tag$` with a dollar-quote tag the body (a rule's constants, a role name) does not contain. */

@@ -24,6 +24,17 @@
  *      statements go through qualifySql, the regclass literals name pg_catalog, and both are in the
  *      parse-tree test; unqualifiedNames now also names a `'…'::regclass` (regtype, regproc, regoper,
  *      … of a one-part name) whose text input resolves through the path.
+ *   K3 high, fixed: a caller with row rules reads a view over a ruled table through its copy in
+ *      interlock_rows (src/pipeline/row-rules.ts rowViewStatements), made by the writer from the view's
+ *      definition as the catalogue scan printed it (pg_get_viewdef, names relative to the path). Made
+ *      after the scan, that text is parsed again: a polymorphic or coerced built-in it names
+ *      unqualified (`array_length(ARRAY[…], 1)`, `arr @> ARRAY[1]`, `::text` under `public,
+ *      pg_catalog`) resolves to an insider's exact match created since (public.array_length(integer[],
+ *      integer)), which then ran as the reader on every read through the copy (shown: its answer 42
+ *      in every row); the function guard checks only the agent's own names. Fixed: the copy's DO block
+ *      refuses a copy that depends (pg_depend) on a function, operator, type or collation its original
+ *      does not (row_rules_unavailable until a scan prints the name qualified; the next copy is then
+ *      pg_catalog's).
  * Open, low (not fixed here): the row predicate casts a bound attribute to a user type by the bare name
  * format_type printed for the scan's path (`::mood`); a domain of that name created later in a schema
  * earlier on the path would be the cast's type in a row view made after it (its CHECK then runs as the
@@ -38,11 +49,13 @@
  * set_config is pg_catalog.set_config; the row-rule rewrite of the agent's text adds only
  * `interlock_rows."…"` relation names; row views' predicates are qualified (j3b).
  */
+import { randomBytes } from 'node:crypto';
 import { applyMask } from '../../../src/sql/redaction';
 import { scanSource } from '../../../src/control/scan';
 import { dropRowViews } from '../../../src/control/row-views';
 import { startGovernedEnv, callTool, sourceQuery, type GovernedEnv } from '../../helpers/governed';
 import { startPublicInsider, stopInsider, type Insider } from '../../helpers/stale-reads';
+import { codeOf, REP1_CUSTOMERS, REP_ROLE, rowsOf as fixtureRows, startRowFixture, type RowFixture } from '../../helpers/row-rules';
 
 jest.setTimeout(120_000);
 
@@ -104,5 +117,37 @@ describe('rt48c K2 (high, fixed): `interlock source drop-row-views --table` as t
     } finally {
       await x.insider.query('DROP OPERATOR public.= (oid, regclass); DROP FUNCTION public.rt48c_eqc(oid, regclass)');
     }
+  });
+});
+
+// Shown failing before the fix: the rows were served with n = 42 for every customer (the insider's array_length in the copy).
+describe('rt48c K3 (high, fixed): a view\'s copy in interlock_rows is its definition text, parsed again when the copy is made', () => {
+  let fx: RowFixture;
+  const A = { employee_id: 1 };
+  const ins = `rt48c_k3_${randomBytes(4).toString('hex')}`;
+  beforeAll(async () => {
+    fx = await startRowFixture('CREATE VIEW rt48c_lens AS SELECT customer_id, array_length(ARRAY[customer_id, 0], 1) AS n FROM customer;');
+    fx.grant('rep', [{ name: 'rep', statements: [...REP_ROLE.statements, { effect: 'allow', action: 'read', resource: 'public.rt48c_lens' }] }]);
+  });
+  afterAll(async () => {
+    for (const sql of ['RESET ROLE', 'DROP FUNCTION IF EXISTS public.array_length(integer[], integer)', `DROP OWNED BY ${ins}`]) await fx?.admin(sql).catch(() => undefined);
+    await fx?.close();
+    await sourceQuery(env, `DROP ROLE IF EXISTS ${ins}`).catch(() => undefined);
+  });
+
+  test("finding K3: an insider's public.array_length(integer[], integer), created after the scan, is not in the copy read as the reader", async () => {
+    for (const sql of [`CREATE ROLE ${ins}`, `GRANT CREATE ON SCHEMA public TO ${ins}`, `SET ROLE ${ins}`, "CREATE FUNCTION public.array_length(a integer[], b integer) RETURNS integer LANGUAGE sql IMMUTABLE AS 'SELECT 42'", 'RESET ROLE']) await fx.admin(sql);
+    const read = async () => {
+      const out = await fx.call('rep', A, 'SELECT customer_id, n FROM rt48c_lens ORDER BY 1');
+      return out.kind === 'result' ? fixtureRows(out) : codeOf(out);
+    };
+    // The copy would resolve array_length to the insider's: it is not made, and the read is refused.
+    expect(await read()).toBe('row_rules_unavailable');
+    const dependents = async () => (await fx.admin<{ n: number }>("SELECT count(*)::int AS n FROM pg_catalog.pg_depend WHERE refobjid = 'public.array_length(integer[], integer)'::pg_catalog.regprocedure"))[0].n;
+    expect(await dependents()).toBe(0);
+    // A scan prints the name qualified (pg_catalog.array_length): the new copy reads pg_catalog's.
+    await fx.rescan();
+    expect(await read()).toEqual(REP1_CUSTOMERS.map((customer_id) => ({ customer_id, n: 2 })));
+    expect(await dependents()).toBe(0);
   });
 });

@@ -26,7 +26,7 @@ import { documentTableSql } from '../../../src/discovery/tables';
 import { parseRowPredicate, renderRowPredicate } from '../../../src/sql/row-rules/predicate';
 import type { SourceCatalog } from '../../../src/sql/catalog-types';
 import { initSqlParser } from '../../../src/sql/parser';
-import { rowViewStatements } from '../../../src/pipeline/row-rules';
+import { copyForeignCodeSql, rowViewStatements } from '../../../src/pipeline/row-rules';
 import { maskedStatement } from '../../../src/sql/mask-sql';
 import { ROW_VIEW_TABLE_SQL, ROW_VIEWS_OF_TABLE_SQL, ROW_VIEWS_SQL } from '../../../src/control/row-views';
 
@@ -88,6 +88,8 @@ function ownStatements(): Array<[string, string]> {
     ['drop-row-views table', qualifySql(ROW_VIEW_TABLE_SQL)],
     ['drop-row-views views of a table', qualifySql(ROW_VIEWS_OF_TABLE_SQL)],
     ['drop-row-views views', qualifySql(ROW_VIEWS_SQL)],
+    // Red team rt48c K3: whether a view's copy depends on code its original does not (inside the copy's DO block).
+    ['row view copy check', copyForeignCodeSql('interlock_rows."v_1"', '"public"."v"')],
     ...doBlockSql(rowViewStatements({ name: 'v_1', schema: 'public', table: 't', only: false, predicateSql: predicate, check: true }, 'reader')).map((sql, i): [string, string] => [`row view DDL ${i}`, sql]),
   ];
 }
