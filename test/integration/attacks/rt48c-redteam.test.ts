@@ -35,6 +35,14 @@
  *      refuses a copy that depends (pg_depend) on a function, operator, type or collation its original
  *      does not (row_rules_unavailable until a scan prints the name qualified; the next copy is then
  *      pg_catalog's).
+ *   K4 medium, fixed: interlock_discover's row filter for a caller with row rules
+ *      (src/tools/handlers/discover.ts) sends two statements of its own on the reader connection:
+ *      the ids through the row views (`(id)::text`) and ambiguousIds (`count(*)::int`, `(id)::text`,
+ *      `count(*) > 1`, `x.k ~ '…'`), none in the parse-tree test. Under a reader path `public,
+ *      pg_catalog` (the database owner's ALTER ROLE, rt47b's model) an insider's domain public.text
+ *      ran its CHECK as the reader on every row of the mapped table (shown: it recorded the reader
+ *      role), and a public.count(*) aggregate or an exact-match operator would have been used too.
+ *      Fixed: rowIdSql and ambiguousIdsSql pin them to pg_catalog and are in the parse-tree test.
  * Open, low (not fixed here): the row predicate casts a bound attribute to a user type by the bare name
  * format_type printed for the scan's path (`::mood`); a domain of that name created later in a schema
  * earlier on the path would be the cast's type in a row view made after it (its CHECK then runs as the
@@ -55,6 +63,8 @@ import { scanSource } from '../../../src/control/scan';
 import { dropRowViews } from '../../../src/control/row-views';
 import { startGovernedEnv, callTool, sourceQuery, type GovernedEnv } from '../../helpers/governed';
 import { startPublicInsider, stopInsider, type Insider } from '../../helpers/stale-reads';
+import { ambiguousIdsSql, rowIdSql } from '../../../src/tools/handlers/discover';
+import { withInsiderDatabase } from '../../helpers/insider-db';
 import { codeOf, REP1_CUSTOMERS, REP_ROLE, rowsOf as fixtureRows, startRowFixture, type RowFixture } from '../../helpers/row-rules';
 
 jest.setTimeout(120_000);
@@ -149,5 +159,25 @@ describe('rt48c K3 (high, fixed): a view\'s copy in interlock_rows is its defini
     await fx.rescan();
     expect(await read()).toEqual(REP1_CUSTOMERS.map((customer_id) => ({ customer_id, n: 2 })));
     expect(await dependents()).toBe(0);
+  });
+});
+
+// Shown failing before the fix: loot held the reader role and the secret row (the domain's CHECK ran for each id cast to `text`).
+describe('rt48c K4 (medium, fixed): discovery\'s row-filter statements on the reader connection', () => {
+  test("finding K4: with the reader's path `public, pg_catalog`, an insider's domain public.text does not run as the reader", async () => {
+    const insiderSql = [
+      `CREATE FUNCTION public.spy(x pg_catalog.text) RETURNS boolean LANGUAGE sql VOLATILE AS $$ INSERT INTO public.loot SELECT current_user, x; SELECT true $$`,
+      'CREATE DOMAIN public.text AS pg_catalog.text CHECK (public.spy(VALUE))',
+    ];
+    const r = { relation: 'public.secret', schema: 'public', table: 'secret', idColumn: 'v', columns: ['v'] };
+    const { result, loot } = await withInsiderDatabase('rt48c_k4', insiderSql, 'public, pg_catalog', async ({ connectReader }) => {
+      const c = await connectReader();
+      try {
+        return { ids: (await c.query(rowIdSql(r))).rows, ambiguous: (await c.query(ambiguousIdsSql(r))).rows };
+      } finally {
+        await c.end();
+      }
+    });
+    expect({ result, loot }).toEqual({ result: { ids: [{ interlock_row_id: 'only the reader may read this' }], ambiguous: [] }, loot: [] });
   });
 });

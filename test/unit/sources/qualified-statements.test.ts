@@ -27,6 +27,7 @@ import { parseRowPredicate, renderRowPredicate } from '../../../src/sql/row-rule
 import type { SourceCatalog } from '../../../src/sql/catalog-types';
 import { initSqlParser } from '../../../src/sql/parser';
 import { copyForeignCodeSql, rowViewStatements } from '../../../src/pipeline/row-rules';
+import { ambiguousIdsSql, rowIdSql } from '../../../src/tools/handlers/discover';
 import { maskedStatement } from '../../../src/sql/mask-sql';
 import { ROW_VIEW_TABLE_SQL, ROW_VIEWS_OF_TABLE_SQL, ROW_VIEWS_SQL } from '../../../src/control/row-views';
 
@@ -88,6 +89,9 @@ function ownStatements(): Array<[string, string]> {
     ['drop-row-views table', qualifySql(ROW_VIEW_TABLE_SQL)],
     ['drop-row-views views of a table', qualifySql(ROW_VIEWS_OF_TABLE_SQL)],
     ['drop-row-views views', qualifySql(ROW_VIEWS_SQL)],
+    // Red team rt48c K4: discovery's row filter for a ruled caller (its row-rule rewrite only replaces the relation).
+    ['discovery row ids', rowIdSql({ relation: 'public.docs', schema: 'public', table: 'docs', idColumn: 'id', columns: ['id', 'title'] })],
+    ['discovery ambiguous ids', ambiguousIdsSql({ relation: 'public.docs', schema: 'public', table: 'docs', idColumn: 'id', columns: ['id'] })],
     // Red team rt48c K3: whether a view's copy depends on code its original does not (inside the copy's DO block).
     ['row view copy check', copyForeignCodeSql('interlock_rows."v_1"', '"public"."v"')],
     ...doBlockSql(rowViewStatements({ name: 'v_1', schema: 'public', table: 't', only: false, predicateSql: predicate, check: true }, 'reader')).map((sql, i): [string, string] => [`row view DDL ${i}`, sql]),
