@@ -62,7 +62,7 @@ export async function dropRowViews(db: ControlDb, sourceId: string, opts: { tabl
     let names: string[];
     await loadSqlQualifier();
     if (parts) {
-      const t = await client.query<{ oid: number }>(qualifySql(ROW_VIEW_TABLE_SQL), parts);
+      const t = await client.query<{ oid: number }>({ text: qualifySql(ROW_VIEW_TABLE_SQL), values: parts, queryMode: 'extended' } as pg.QueryConfig);
       if (!t.rows[0]) throw new NotFoundError(`source "${sourceId}" has no relation ${opts.table}`);
       names = (await client.query<{ name: string }>(qualifySql(ROW_VIEWS_OF_TABLE_SQL), [t.rows[0].oid, ROW_VIEW_SCHEMA])).rows.map((r) => r.name);
     } else {
