@@ -593,11 +593,12 @@ export function rowViewStatements(view: RowView, reader: string): string[] {
     const text = `$${t}$`;
     // The text was printed for the catalogue's path when the source was scanned; parsed again now, a
     // name in it may resolve to a function, operator or type created since in a schema of that path
-    // (an exact match beats pg_catalog's polymorphic or coerced candidate: red team rt48c K3). The
-    // copy may depend on no such object its original does not: else nothing is created and the read
-    // is refused (row_rules_unavailable) until a scan prints the names qualified.
+    // (an exact match beats pg_catalog's polymorphic or coerced candidate: red team rt48c K3), or a
+    // relation name to a relation created since in a schema earlier on the path. The copy may depend
+    // on no such object its original does not: else nothing is created and the read is refused
+    // (row_rules_unavailable) until a scan prints the names qualified.
     const foreign = copyForeignCodeSql(v, `${quoteIdent(view.schema)}.${quoteIdent(view.table)}`);
-    create = `PERFORM pg_catalog.set_config('search_path', ${text}${path}${text}, true); EXECUTE ${text}${ddl}${text}; IF (${foreign}) THEN RAISE EXCEPTION 'the copy of a view resolves a function, operator, type or collation its original does not (rescan the source)'; END IF;`;
+    create = `PERFORM pg_catalog.set_config('search_path', ${text}${path}${text}, true); EXECUTE ${text}${ddl}${text}; IF (${foreign}) THEN RAISE EXCEPTION 'the copy of a view resolves a function, operator, type, collation or relation its original does not (rescan the source)'; END IF;`;
   }
   const role = quoteIdent(reader);
   return [
@@ -614,7 +615,8 @@ export function rowViewStatements(view: RowView, reader: string): string[] {
 
 /**
  * A SELECT of one boolean: whether view `copy` (a row view's copy, `interlock_rows."…"`) depends on a
- * function, operator, type or collation that view `original` (`"schema"."name"`) does not depend on
+ * function, operator, type, collation or relation (not one of interlock_rows: the row views and
+ * copies it reads instead of ruled ones) that view `original` (`"schema"."name"`) does not depend on
  * (pg_depend of their rewrite rules; built-in objects are pinned and recorded for neither). Red team
  * rt48c K3: the copy is the original's definition text parsed again, and a name in it can now resolve
  * to an insider's object (`public.array_length(integer[], integer)` over pg_catalog's anyarray one),
@@ -626,7 +628,9 @@ export function copyForeignCodeSql(copy: string, original: string): string {
     `${alias}.classid = 'pg_catalog.pg_rewrite'::regclass AND ${rw}.oid = ${alias}.objid AND ${rw}.ev_class = ${stringLiteral(view)}::regclass`;
   return qualifySql(
     `SELECT EXISTS (SELECT 1 FROM pg_depend d, pg_rewrite r WHERE ${rule('d', 'r', copy)}` +
-      ` AND d.refclassid = ANY (ARRAY['pg_catalog.pg_proc'::regclass, 'pg_catalog.pg_operator'::regclass, 'pg_catalog.pg_type'::regclass, 'pg_catalog.pg_collation'::regclass]::oid[])` +
+      ` AND d.refclassid = ANY (ARRAY['pg_catalog.pg_proc'::regclass, 'pg_catalog.pg_operator'::regclass, 'pg_catalog.pg_type'::regclass, 'pg_catalog.pg_collation'::regclass, 'pg_catalog.pg_class'::regclass]::oid[])` +
+      // The row views and copies it reads in place of ruled relations and views are InterLock's own.
+      ` AND NOT EXISTS (SELECT 1 FROM pg_class k, pg_namespace kn WHERE d.refclassid = 'pg_catalog.pg_class'::regclass AND k.oid = d.refobjid AND kn.oid = k.relnamespace AND kn.nspname = '${ROW_VIEW_SCHEMA}')` +
       ` AND NOT EXISTS (SELECT 1 FROM pg_depend o, pg_rewrite ro WHERE ${rule('o', 'ro', original)} AND o.refclassid = d.refclassid AND o.refobjid = d.refobjid))`,
   );
 }

@@ -34,7 +34,9 @@
  *      in every row); the function guard checks only the agent's own names. Fixed: the copy's DO block
  *      refuses a copy that depends (pg_depend) on a function, operator, type or collation its original
  *      does not (row_rules_unavailable until a scan prints the name qualified; the next copy is then
- *      pg_catalog's).
+ *      pg_catalog's); and on a relation outside interlock_rows its original does not (a bare table
+ *      name printed for a path `public, app` that a table public.<name> made since would take: by
+ *      reading, no test).
  *   K4 medium, fixed: interlock_discover's row filter for a caller with row rules
  *      (src/tools/handlers/discover.ts) sends two statements of its own on the reader connection:
  *      the ids through the row views (`(id)::text`) and ambiguousIds (`count(*)::int`, `(id)::text`,
