@@ -45,11 +45,17 @@
  *      ran its CHECK as the reader on every row of the mapped table (shown: it recorded the reader
  *      role), and a public.count(*) aggregate or an exact-match operator would have been used too.
  *      Fixed: rowIdSql and ambiguousIdsSql pin them to pg_catalog and are in the parse-tree test.
- * Open, low (not fixed here): the row predicate casts a bound attribute to a user type by the bare name
- * format_type printed for the scan's path (`::mood`); a domain of that name created later in a schema
- * earlier on the path would be the cast's type in a row view made after it (its CHECK then runs as the
- * reader). It needs a row rule on a column of a user type whose schema is not first on the path, and
- * a view made after the insider acts; the view's name hashes the same text, so made once it stays.
+ * Open, low (not fixed here; reproduced in psql, no test): the row predicate casts a bound attribute to
+ * a user type by the bare name format_type printed for the scan's path (pinnedType pins built-ins
+ * only). With a path `public, app`, a column of domain app.label (over text) and an insider's domain
+ * public.label (over text, CHECK calling its function) created after the scan, a row view made after
+ * it casts to public.label and its CHECK runs as the reader on every ruled read (an enum's same-named
+ * domain fails the view instead: no operator). It needs a schema before the type's on the reader's
+ * path that the insider may create in, and a row view first made after the insider acts (its name
+ * hashes the predicate's text, so one made before stays). The fix would be the K3 check for row
+ * views (types only the base table's columns' and their arrays), or the scan recording each column
+ * type's schema. A user type named like a built-in (public.uuid under `public, pg_catalog`) is cast
+ * to pg_catalog's: the view fails (no operator) unless it is a domain over it: fails closed.
  * The mapped tables of discovery cast their columns to pg_catalog.text / timestamptz and call
  * to_jsonb: a column of a type the insider owns could carry the insider's cast (CREATE CAST needs the
  * type's ownership), a trust the table's owner gave when using that type.
