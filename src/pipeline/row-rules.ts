@@ -582,7 +582,10 @@ export function rowViewStatements(view: RowView, reader: string): string[] {
   const copy = view.definition !== undefined;
   const options = copy ? [`security_barrier=${view.securityBarrier === true}`, 'security_invoker=true'] : ['security_barrier=true', 'security_invoker=true', ...(view.check ? ['check_option=cascaded'] : [])];
   const exists = `SELECT 1 FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid OPERATOR(pg_catalog.=) c.relnamespace WHERE n.nspname OPERATOR(pg_catalog.=) '${ROW_VIEW_SCHEMA}' AND c.relname OPERATOR(pg_catalog.=) ${stringLiteral(view.name)} AND c.relkind OPERATOR(pg_catalog.=) 'v' AND c.reloptions OPERATOR(pg_catalog.@>) ARRAY[${options.map(stringLiteral).join(', ')}]::pg_catalog.text[]`;
-  let create = `CREATE OR REPLACE VIEW ${v} WITH (${options.map((o) => o.replace('=', ' = ')).join(', ')}) AS SELECT * FROM ${view.only ? 'ONLY ' : ''}${quoteIdent(view.schema)}.${quoteIdent(view.table)} WHERE ${view.predicateSql};`;
+  const base = `${quoteIdent(view.schema)}.${quoteIdent(view.table)}`;
+  // A user type in the predicate is named as format_type printed it for the scan's path; made now, the
+  // name may resolve to a type created since in a schema earlier on that path (red team rt48c K5).
+  let create = `CREATE OR REPLACE VIEW ${v} WITH (${options.map((o) => o.replace('=', ' = ')).join(', ')}) AS SELECT * FROM ${view.only ? 'ONLY ' : ''}${base} WHERE ${view.predicateSql}; IF (${rowViewForeignCodeSql(v, base)}) THEN RAISE EXCEPTION 'a row view resolves a function, operator, type or collation that is not its table''s (rescan the source)'; END IF;`;
   if (copy) {
     // A view's copy: its text names relations as printed for the catalogue's search path, so it is
     // created under that path (set for the DO block's transaction only), whatever the writer's own.
@@ -632,6 +635,26 @@ export function copyForeignCodeSql(copy: string, original: string): string {
       // The row views and copies it reads in place of ruled relations and views are InterLock's own.
       ` AND NOT EXISTS (SELECT 1 FROM pg_class k, pg_namespace kn WHERE d.refclassid = 'pg_catalog.pg_class'::regclass AND k.oid = d.refobjid AND kn.oid = k.relnamespace AND kn.nspname = '${ROW_VIEW_SCHEMA}')` +
       ` AND NOT EXISTS (SELECT 1 FROM pg_depend o, pg_rewrite ro WHERE ${rule('o', 'ro', original)} AND o.refclassid = d.refclassid AND o.refobjid = d.refobjid))`,
+  );
+}
+
+/**
+ * A SELECT of one boolean: whether row view `view` (`interlock_rows."…"`) depends on a function,
+ * operator, type or collation other than its table's (`base`, `"schema"."name"`) columns' types,
+ * their array types and collations, or the functions of the casts to those types. Its predicate
+ * names only pg_catalog's functions and operators (pinned, not recorded) and casts to its columns'
+ * types, a user type by the name format_type printed for the scan's path: made later, that name may
+ * resolve to an insider's domain created since in a schema earlier on the path, whose CHECK would run
+ * as the reader (red team rt48c K5). Names pinned to pg_catalog (qualifySql). Requires initSqlParser.
+ */
+export function rowViewForeignCodeSql(view: string, base: string): string {
+  const types = `ARRAY(SELECT u FROM pg_attribute a, pg_type y, unnest(ARRAY[a.atttypid, y.typarray]) AS u WHERE a.attrelid = ${stringLiteral(base)}::regclass AND a.attnum > 0 AND NOT a.attisdropped AND y.oid = a.atttypid)`;
+  return qualifySql(
+    `SELECT EXISTS (SELECT 1 FROM pg_depend d, pg_rewrite r WHERE d.classid = 'pg_catalog.pg_rewrite'::regclass AND r.oid = d.objid AND r.ev_class = ${stringLiteral(view)}::regclass` +
+      ` AND d.refclassid = ANY (ARRAY['pg_catalog.pg_proc'::regclass, 'pg_catalog.pg_operator'::regclass, 'pg_catalog.pg_type'::regclass, 'pg_catalog.pg_collation'::regclass]::oid[])` +
+      ` AND NOT (d.refclassid = 'pg_catalog.pg_type'::regclass AND d.refobjid = ANY (${types}))` +
+      ` AND NOT (d.refclassid = 'pg_catalog.pg_collation'::regclass AND d.refobjid = ANY (ARRAY(SELECT a.attcollation FROM pg_attribute a WHERE a.attrelid = ${stringLiteral(base)}::regclass AND a.attnum > 0)))` +
+      ` AND NOT (d.refclassid = 'pg_catalog.pg_proc'::regclass AND d.refobjid = ANY (ARRAY(SELECT c.castfunc FROM pg_cast c WHERE c.casttarget = ANY (${types})))))`,
   );
 }
 

@@ -45,20 +45,22 @@
  *      ran its CHECK as the reader on every row of the mapped table (shown: it recorded the reader
  *      role), and a public.count(*) aggregate or an exact-match operator would have been used too.
  *      Fixed: rowIdSql and ambiguousIdsSql pin them to pg_catalog and are in the parse-tree test.
- * Open, low (not fixed here; reproduced in psql, no test): the row predicate casts a bound attribute to
- * a user type by the bare name format_type printed for the scan's path (pinnedType pins built-ins
- * only). With a path `public, app`, a column of domain app.label (over text) and an insider's domain
- * public.label (over text, CHECK calling its function) created after the scan, a row view made after
- * it casts to public.label and its CHECK runs as the reader on every ruled read (an enum's same-named
- * domain fails the view instead: no operator). It needs a schema before the type's on the reader's
- * path that the insider may create in, and a row view first made after the insider acts (its name
- * hashes the predicate's text, so one made before stays). The fix would be the K3 check for row
- * views (types only the base table's columns' and their arrays), or the scan recording each column
- * type's schema. A user type named like a built-in (public.uuid under `public, pg_catalog`) is cast
- * to pg_catalog's: the view fails (no operator) unless it is a domain over it: fails closed.
- * The mapped tables of discovery cast their columns to pg_catalog.text / timestamptz and call
- * to_jsonb: a column of a type the insider owns could carry the insider's cast (CREATE CAST needs the
- * type's ownership), a trust the table's owner gave when using that type.
+ *   K5 low, fixed: a row view's predicate casts a bound attribute to a user type by the bare name
+ *      format_type printed for the scan's path (pinnedType pins built-ins only). With a reader path
+ *      `public, app`, a column of domain app.label and an insider's domain public.label (CHECK calling
+ *      its function) made after the scan, a row view first made after it cast to public.label, and its
+ *      CHECK ran as the reader on every ruled read (shown: the read failed on the CHECK's exception).
+ *      It needs a schema before the type's on the path that the insider may create in, and a row view
+ *      first made after the insider acts (its name hashes the predicate's text). Fixed: the row view's
+ *      DO block refuses a view that depends on a function, operator, type or collation other than its
+ *      table's columns' types (and their arrays, collations and cast functions): row_rules_unavailable
+ *      until a rescan prints app.label. A user type named like a built-in (public.uuid under `public,
+ *      pg_catalog`) is cast to pg_catalog's: the view fails (no operator) unless it is a domain over
+ *      it: fails closed (held, by reading).
+ * Open, low (by reading, no test): the mapped tables of discovery cast their columns to
+ * pg_catalog.text / timestamptz and call to_jsonb, and the row predicate casts to a column's user
+ * type: a column of a type the insider owns could carry the insider's cast or domain CHECK (CREATE
+ * CAST and ALTER DOMAIN need the type's ownership), a trust the table's owner gave by using that type.
  * Held (by reading and the existing suites): ORDER BY / DISTINCT / GROUP BY / LEAST / GREATEST find their
  * operators through the type's default btree or hash operator class, which only a superuser can create
  * (CREATE OPERATOR CLASS); LOCK TABLE names are schema-qualified and quoted (hook-guard.ts lockSql); every
@@ -187,5 +189,42 @@ describe('rt48c K4 (medium, fixed): discovery\'s row-filter statements on the re
       }
     });
     expect({ result, loot }).toEqual({ result: { ids: [{ interlock_row_id: 'only the reader may read this' }], ambiguous: [] }, loot: [] });
+  });
+});
+
+// Shown failing before the fix: the read answered tool_execution_failed (the insider's domain CHECK raised in the ruled read, in the row view).
+describe('rt48c K5 (low, fixed): a row view\'s predicate casts to a user type by the name the scan printed', () => {
+  let fx: RowFixture;
+  const ins = `rt48c_k5_${randomBytes(4).toString('hex')}`;
+  beforeAll(async () => {
+    fx = await startRowFixture('CREATE SCHEMA app; CREATE DOMAIN app.label AS text; CREATE TABLE public.tagged (id int PRIMARY KEY, owner app.label); INSERT INTO public.tagged VALUES (1, \'ann\'), (2, \'bob\');');
+    for (const sql of [`GRANT USAGE ON SCHEMA app TO "${fx.reader}", "${fx.writer}"`, `GRANT SELECT ON public.tagged TO "${fx.reader}"`, `ALTER ROLE "${fx.reader}" SET search_path = public, app`]) await fx.admin(sql);
+    await fx.rescan();
+    fx.grant('owner', [{ name: 'owner', statements: [{ effect: 'allow', action: 'read', resource: 'public.tagged', rows: 'owner = identity.name' }] }]);
+  });
+  afterAll(async () => {
+    for (const sql of ['RESET ROLE', 'DROP DOMAIN IF EXISTS public.label', 'DROP FUNCTION IF EXISTS public.rt48c_spy(text)', `DROP OWNED BY ${ins}`]) await fx?.admin(sql).catch(() => undefined);
+    await fx?.close();
+    await sourceQuery(env, `DROP ROLE IF EXISTS ${ins}`).catch(() => undefined);
+  });
+
+  test("finding K5: an insider's domain public.label, made after the scan (path public, app), is not the row view's cast", async () => {
+    expect(fx.catalog.searchPath).toEqual(['public', 'app']);
+    for (const sql of [
+      `CREATE ROLE ${ins}`,
+      `GRANT CREATE ON SCHEMA public TO ${ins}`,
+      `SET ROLE ${ins}`,
+      "CREATE FUNCTION public.rt48c_spy(x text) RETURNS boolean LANGUAGE plpgsql AS $$BEGIN RAISE EXCEPTION 'insider ran as %', current_user; END$$",
+      'CREATE DOMAIN public.label AS text CHECK (public.rt48c_spy(VALUE))',
+      'RESET ROLE',
+    ]) await fx.admin(sql);
+    const read = async () => {
+      const out = await fx.call('owner', { name: 'ann' }, 'SELECT id FROM tagged ORDER BY 1');
+      return out.kind === 'result' ? fixtureRows(out) : codeOf(out);
+    };
+    expect(await read()).toBe('row_rules_unavailable');
+    // A scan prints the column's type qualified (app.label): the next row view casts to it.
+    await fx.rescan();
+    expect(await read()).toEqual([{ id: 1 }]);
   });
 });

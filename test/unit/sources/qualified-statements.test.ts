@@ -37,9 +37,15 @@ import { ROW_VIEW_TABLE_SQL, ROW_VIEWS_OF_TABLE_SQL, ROW_VIEWS_SQL } from '../..
  */
 function doBlockSql(statements: string[]): string[] {
   return statements.flatMap((s) => {
-    const m = /^DO \$[a-z_]+\$BEGIN IF (.*) THEN (.*) END IF; END\$[a-z_]+\$$/s.exec(s);
+    // A check after the statement (`IF (<SELECT>) THEN RAISE EXCEPTION '…'; END IF;`, rt48c K5): its SELECT too.
+    const checks: string[] = [];
+    const body = s.replace(/ IF \((SELECT EXISTS .*?)\) THEN RAISE EXCEPTION '(?:[^']|'')*'; END IF;/gs, (_all, sql: string) => {
+      checks.push(sql);
+      return '';
+    });
+    const m = /^DO \$[a-z_]+\$BEGIN IF (.*) THEN (.*) END IF; END\$[a-z_]+\$$/s.exec(body);
     if (!m) throw new Error(`not a DO block of one IF: ${s}`);
-    return [`SELECT ${m[1]}`, m[2]];
+    return [`SELECT ${m[1]}`, m[2], ...checks];
   });
 }
 
