@@ -45,7 +45,6 @@ import { rewriteRowRules, ROW_VIEW_SCHEMA, RowRewriteRefusal, type RelationRefer
 import { viewFacts, viewLineage } from '../sql/view-lineage';
 import { referentialReach } from '../sql/referential-reach';
 import type { ToolOutcome } from './types';
-import { qualifySql } from '../sources/postgres/qualify-sql';
 
 /**
  * One view InterLock creates in `interlock_rows`: a row view `SELECT * FROM [ONLY] schema.table
@@ -623,18 +622,19 @@ export function rowViewStatements(view: RowView, reader: string): string[] {
  * (pg_depend of their rewrite rules; built-in objects are pinned and recorded for neither). Red team
  * rt48c K3: the copy is the original's definition text parsed again, and a name in it can now resolve
  * to an insider's object (`public.array_length(integer[], integer)` over pg_catalog's anyarray one),
- * which would run as the reader on every read through the copy. Names pinned to pg_catalog
- * (qualifySql). Requires initSqlParser (or loadSqlQualifier).
+ * which would run as the reader on every read through the copy. Every name pinned to pg_catalog by
+ * hand (test/unit/sources/qualified-statements.test.ts checks it).
  */
 export function copyForeignCodeSql(copy: string, original: string): string {
+  const cls = (name: string) => `'pg_catalog.${name}'::pg_catalog.regclass`;
   const rule = (alias: string, rw: string, view: string) =>
-    `${alias}.classid = 'pg_catalog.pg_rewrite'::regclass AND ${rw}.oid = ${alias}.objid AND ${rw}.ev_class = ${stringLiteral(view)}::regclass`;
-  return qualifySql(
-    `SELECT EXISTS (SELECT 1 FROM pg_depend d, pg_rewrite r WHERE ${rule('d', 'r', copy)}` +
-      ` AND d.refclassid = ANY (ARRAY['pg_catalog.pg_proc'::regclass, 'pg_catalog.pg_operator'::regclass, 'pg_catalog.pg_type'::regclass, 'pg_catalog.pg_collation'::regclass, 'pg_catalog.pg_class'::regclass]::oid[])` +
-      // The row views and copies it reads in place of ruled relations and views are InterLock's own.
-      ` AND NOT EXISTS (SELECT 1 FROM pg_class k, pg_namespace kn WHERE d.refclassid = 'pg_catalog.pg_class'::regclass AND k.oid = d.refobjid AND kn.oid = k.relnamespace AND kn.nspname = '${ROW_VIEW_SCHEMA}')` +
-      ` AND NOT EXISTS (SELECT 1 FROM pg_depend o, pg_rewrite ro WHERE ${rule('o', 'ro', original)} AND o.refclassid = d.refclassid AND o.refobjid = d.refobjid))`,
+    `${alias}.classid OPERATOR(pg_catalog.=) ${cls('pg_rewrite')} AND ${rw}.oid OPERATOR(pg_catalog.=) ${alias}.objid AND ${rw}.ev_class OPERATOR(pg_catalog.=) ${stringLiteral(view)}::pg_catalog.regclass`;
+  return (
+    `SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_depend d, pg_catalog.pg_rewrite r WHERE ${rule('d', 'r', copy)}` +
+    ` AND d.refclassid OPERATOR(pg_catalog.=) ANY (ARRAY[${['pg_proc', 'pg_operator', 'pg_type', 'pg_collation', 'pg_class'].map(cls).join(', ')}]::pg_catalog.oid[])` +
+    // The row views and copies it reads in place of ruled relations and views are InterLock's own.
+    ` AND NOT EXISTS (SELECT 1 FROM pg_catalog.pg_class k, pg_catalog.pg_namespace kn WHERE d.refclassid OPERATOR(pg_catalog.=) ${cls('pg_class')} AND k.oid OPERATOR(pg_catalog.=) d.refobjid AND kn.oid OPERATOR(pg_catalog.=) k.relnamespace AND kn.nspname OPERATOR(pg_catalog.=) '${ROW_VIEW_SCHEMA}')` +
+    ` AND NOT EXISTS (SELECT 1 FROM pg_catalog.pg_depend o, pg_catalog.pg_rewrite ro WHERE ${rule('o', 'ro', original)} AND o.refclassid OPERATOR(pg_catalog.=) d.refclassid AND o.refobjid OPERATOR(pg_catalog.=) d.refobjid))`
   );
 }
 
@@ -645,16 +645,18 @@ export function copyForeignCodeSql(copy: string, original: string): string {
  * names only pg_catalog's functions and operators (pinned, not recorded) and casts to its columns'
  * types, a user type by the name format_type printed for the scan's path: made later, that name may
  * resolve to an insider's domain created since in a schema earlier on the path, whose CHECK would run
- * as the reader (red team rt48c K5). Names pinned to pg_catalog (qualifySql). Requires initSqlParser.
+ * as the reader (red team rt48c K5). Every name pinned to pg_catalog by hand (the parse-tree test checks it).
  */
 export function rowViewForeignCodeSql(view: string, base: string): string {
-  const types = `ARRAY(SELECT u FROM pg_attribute a, pg_type y, unnest(ARRAY[a.atttypid, y.typarray]) AS u WHERE a.attrelid = ${stringLiteral(base)}::regclass AND a.attnum > 0 AND NOT a.attisdropped AND y.oid = a.atttypid)`;
-  return qualifySql(
-    `SELECT EXISTS (SELECT 1 FROM pg_depend d, pg_rewrite r WHERE d.classid = 'pg_catalog.pg_rewrite'::regclass AND r.oid = d.objid AND r.ev_class = ${stringLiteral(view)}::regclass` +
-      ` AND d.refclassid = ANY (ARRAY['pg_catalog.pg_proc'::regclass, 'pg_catalog.pg_operator'::regclass, 'pg_catalog.pg_type'::regclass, 'pg_catalog.pg_collation'::regclass]::oid[])` +
-      ` AND NOT (d.refclassid = 'pg_catalog.pg_type'::regclass AND d.refobjid = ANY (${types}))` +
-      ` AND NOT (d.refclassid = 'pg_catalog.pg_collation'::regclass AND d.refobjid = ANY (ARRAY(SELECT a.attcollation FROM pg_attribute a WHERE a.attrelid = ${stringLiteral(base)}::regclass AND a.attnum > 0)))` +
-      ` AND NOT (d.refclassid = 'pg_catalog.pg_proc'::regclass AND d.refobjid = ANY (ARRAY(SELECT c.castfunc FROM pg_cast c WHERE c.casttarget = ANY (${types})))))`,
+  const cls = (name: string) => `'pg_catalog.${name}'::pg_catalog.regclass`;
+  const columns = `pg_catalog.pg_attribute a WHERE a.attrelid OPERATOR(pg_catalog.=) ${stringLiteral(base)}::pg_catalog.regclass AND a.attnum OPERATOR(pg_catalog.>) 0 AND NOT a.attisdropped`;
+  const types = `ARRAY(SELECT u FROM pg_catalog.pg_type y, ${columns.replace(' WHERE ', ', pg_catalog.unnest(ARRAY[a.atttypid, y.typarray]) AS u WHERE ')} AND y.oid OPERATOR(pg_catalog.=) a.atttypid)`;
+  return (
+    `SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_depend d, pg_catalog.pg_rewrite r WHERE d.classid OPERATOR(pg_catalog.=) ${cls('pg_rewrite')} AND r.oid OPERATOR(pg_catalog.=) d.objid AND r.ev_class OPERATOR(pg_catalog.=) ${stringLiteral(view)}::pg_catalog.regclass` +
+    ` AND d.refclassid OPERATOR(pg_catalog.=) ANY (ARRAY[${['pg_proc', 'pg_operator', 'pg_type', 'pg_collation'].map(cls).join(', ')}]::pg_catalog.oid[])` +
+    ` AND NOT (d.refclassid OPERATOR(pg_catalog.=) ${cls('pg_type')} AND d.refobjid OPERATOR(pg_catalog.=) ANY (${types}))` +
+    ` AND NOT (d.refclassid OPERATOR(pg_catalog.=) ${cls('pg_collation')} AND d.refobjid OPERATOR(pg_catalog.=) ANY (ARRAY(SELECT a.attcollation FROM ${columns})))` +
+    ` AND NOT (d.refclassid OPERATOR(pg_catalog.=) ${cls('pg_proc')} AND d.refobjid OPERATOR(pg_catalog.=) ANY (ARRAY(SELECT c.castfunc FROM pg_catalog.pg_cast c WHERE c.casttarget OPERATOR(pg_catalog.=) ANY (${types})))))`
   );
 }
 
