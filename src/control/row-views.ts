@@ -13,6 +13,26 @@ import { ROW_VIEW_SCHEMA } from '../sql/row-rules/rewrite';
 import type { ControlDb } from './db';
 import { ControlError, NotFoundError, ValidationError } from './errors';
 import { connectSourceClient, requireSource } from './sources';
+import { loadSqlQualifier, qualifySql } from '../sources/postgres/qualify-sql';
+
+/**
+ * The statements drop-row-views sends as the writer (each through qualifySql before it is sent: red
+ * team rt48c K2, where `d.refclassid = 'pg_class'::regclass`, an oid = regclass without an exact
+ * operator in pg_catalog, ran an insider's `public.= (oid, regclass)` as the writer). The oid of
+ * relation `$1`.`$2`:
+ */
+export const ROW_VIEW_TABLE_SQL = 'SELECT c.oid FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = $1 AND c.relname = $2';
+/** The names of the views of schema `$2` that read relation oid `$1`, directly or through another view, sorted. */
+export const ROW_VIEWS_OF_TABLE_SQL = `WITH RECURSIVE dep(oid) AS (
+   SELECT $1::oid
+   UNION
+   SELECT r.ev_class FROM dep JOIN pg_depend d ON d.refclassid = 'pg_catalog.pg_class'::regclass AND d.refobjid = dep.oid AND d.classid = 'pg_catalog.pg_rewrite'::regclass
+     JOIN pg_rewrite r ON r.oid = d.objid WHERE r.ev_class <> dep.oid
+ )
+ SELECT c.relname AS name FROM dep JOIN pg_class c ON c.oid = dep.oid JOIN pg_namespace n ON n.oid = c.relnamespace
+ WHERE n.nspname = $2 AND c.relkind = 'v' ORDER BY 1`;
+/** The names of every view of schema `$1`, sorted. */
+export const ROW_VIEWS_SQL = "SELECT c.relname AS name FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = $1 AND c.relkind = 'v' ORDER BY 1";
 
 /** What dropRowViews did: the views dropped (names within `interlock_rows`, sorted). */
 export interface DroppedRowViews {
@@ -40,24 +60,13 @@ export async function dropRowViews(db: ControlDb, sourceId: string, opts: { tabl
   }
   try {
     let names: string[];
+    await loadSqlQualifier();
     if (parts) {
-      const t = await client.query<{ oid: number }>('SELECT c.oid FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = $1 AND c.relname = $2', parts);
+      const t = await client.query<{ oid: number }>({ text: qualifySql(ROW_VIEW_TABLE_SQL), values: parts, queryMode: 'extended' } as pg.QueryConfig);
       if (!t.rows[0]) throw new NotFoundError(`source "${sourceId}" has no relation ${opts.table}`);
-      names = (
-        await client.query<{ name: string }>(
-          `WITH RECURSIVE dep(oid) AS (
-             SELECT $1::oid
-             UNION
-             SELECT r.ev_class FROM dep JOIN pg_depend d ON d.refclassid = 'pg_class'::regclass AND d.refobjid = dep.oid AND d.classid = 'pg_rewrite'::regclass
-               JOIN pg_rewrite r ON r.oid = d.objid WHERE r.ev_class <> dep.oid
-           )
-           SELECT c.relname AS name FROM dep JOIN pg_class c ON c.oid = dep.oid JOIN pg_namespace n ON n.oid = c.relnamespace
-           WHERE n.nspname = $2 AND c.relkind = 'v' ORDER BY 1`,
-          [t.rows[0].oid, ROW_VIEW_SCHEMA],
-        )
-      ).rows.map((r) => r.name);
+      names = (await client.query<{ name: string }>(qualifySql(ROW_VIEWS_OF_TABLE_SQL), [t.rows[0].oid, ROW_VIEW_SCHEMA])).rows.map((r) => r.name);
     } else {
-      names = (await client.query<{ name: string }>("SELECT c.relname AS name FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = $1 AND c.relkind = 'v' ORDER BY 1", [ROW_VIEW_SCHEMA])).rows.map((r) => r.name);
+      names = (await client.query<{ name: string }>(qualifySql(ROW_VIEWS_SQL), [ROW_VIEW_SCHEMA])).rows.map((r) => r.name);
     }
     if (names.length) {
       try {

@@ -581,7 +581,10 @@ export function rowViewStatements(view: RowView, reader: string): string[] {
   const copy = view.definition !== undefined;
   const options = copy ? [`security_barrier=${view.securityBarrier === true}`, 'security_invoker=true'] : ['security_barrier=true', 'security_invoker=true', ...(view.check ? ['check_option=cascaded'] : [])];
   const exists = `SELECT 1 FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid OPERATOR(pg_catalog.=) c.relnamespace WHERE n.nspname OPERATOR(pg_catalog.=) '${ROW_VIEW_SCHEMA}' AND c.relname OPERATOR(pg_catalog.=) ${stringLiteral(view.name)} AND c.relkind OPERATOR(pg_catalog.=) 'v' AND c.reloptions OPERATOR(pg_catalog.@>) ARRAY[${options.map(stringLiteral).join(', ')}]::pg_catalog.text[]`;
-  let create = `CREATE OR REPLACE VIEW ${v} WITH (${options.map((o) => o.replace('=', ' = ')).join(', ')}) AS SELECT * FROM ${view.only ? 'ONLY ' : ''}${quoteIdent(view.schema)}.${quoteIdent(view.table)} WHERE ${view.predicateSql};`;
+  const base = `${quoteIdent(view.schema)}.${quoteIdent(view.table)}`;
+  // A user type in the predicate is named as format_type printed it for the scan's path; made now, the
+  // name may resolve to a type created since in a schema earlier on that path (red team rt48c K5).
+  let create = `CREATE OR REPLACE VIEW ${v} WITH (${options.map((o) => o.replace('=', ' = ')).join(', ')}) AS SELECT * FROM ${view.only ? 'ONLY ' : ''}${base} WHERE ${view.predicateSql}; IF (${rowViewForeignCodeSql(v, base)}) THEN RAISE EXCEPTION 'a row view resolves a function, operator, type or collation that is not its table''s (rescan the source)'; END IF;`;
   if (copy) {
     // A view's copy: its text names relations as printed for the catalogue's search path, so it is
     // created under that path (set for the DO block's transaction only), whatever the writer's own.
@@ -590,7 +593,14 @@ export function rowViewStatements(view: RowView, reader: string): string[] {
     let t = 'ddl';
     while (ddl.includes(`$${t}$`) || path.includes(`$${t}$`)) t += 'x';
     const text = `$${t}$`;
-    create = `PERFORM pg_catalog.set_config('search_path', ${text}${path}${text}, true); EXECUTE ${text}${ddl}${text};`;
+    // The text was printed for the catalogue's path when the source was scanned; parsed again now, a
+    // name in it may resolve to a function, operator or type created since in a schema of that path
+    // (an exact match beats pg_catalog's polymorphic or coerced candidate: red team rt48c K3), or a
+    // relation name to a relation created since in a schema earlier on the path. The copy may depend
+    // on no such object its original does not: else nothing is created and the read is refused
+    // (row_rules_unavailable) until a scan prints the names qualified.
+    const foreign = copyForeignCodeSql(v, `${quoteIdent(view.schema)}.${quoteIdent(view.table)}`);
+    create = `PERFORM pg_catalog.set_config('search_path', ${text}${path}${text}, true); EXECUTE ${text}${ddl}${text}; IF (${foreign}) THEN RAISE EXCEPTION 'the copy of a view resolves a function, operator, type, collation or relation its original does not (rescan the source)'; END IF;`;
   }
   const role = quoteIdent(reader);
   return [
@@ -603,6 +613,51 @@ export function rowViewStatements(view: RowView, reader: string): string[] {
     doBlock(`IF NOT pg_catalog.has_schema_privilege(${stringLiteral(reader)}, '${ROW_VIEW_SCHEMA}', 'USAGE') THEN GRANT USAGE ON SCHEMA ${ROW_VIEW_SCHEMA} TO ${role}; END IF;`),
     doBlock(`IF NOT pg_catalog.has_table_privilege(${stringLiteral(reader)}, ${stringLiteral(v)}, 'SELECT') THEN GRANT SELECT ON ${v} TO ${role}; END IF;`),
   ];
+}
+
+/**
+ * A SELECT of one boolean: whether view `copy` (a row view's copy, `interlock_rows."…"`) depends on a
+ * function, operator, type, collation or relation (not one of interlock_rows: the row views and
+ * copies it reads instead of ruled ones) that view `original` (`"schema"."name"`) does not depend on
+ * (pg_depend of their rewrite rules; built-in objects are pinned and recorded for neither). Red team
+ * rt48c K3: the copy is the original's definition text parsed again, and a name in it can now resolve
+ * to an insider's object (`public.array_length(integer[], integer)` over pg_catalog's anyarray one),
+ * which would run as the reader on every read through the copy. Every name pinned to pg_catalog by
+ * hand (test/unit/sources/qualified-statements.test.ts checks it).
+ */
+export function copyForeignCodeSql(copy: string, original: string): string {
+  const cls = (name: string) => `'pg_catalog.${name}'::pg_catalog.regclass`;
+  const rule = (alias: string, rw: string, view: string) =>
+    `${alias}.classid OPERATOR(pg_catalog.=) ${cls('pg_rewrite')} AND ${rw}.oid OPERATOR(pg_catalog.=) ${alias}.objid AND ${rw}.ev_class OPERATOR(pg_catalog.=) ${stringLiteral(view)}::pg_catalog.regclass`;
+  return (
+    `SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_depend d, pg_catalog.pg_rewrite r WHERE ${rule('d', 'r', copy)}` +
+    ` AND d.refclassid OPERATOR(pg_catalog.=) ANY (ARRAY[${['pg_proc', 'pg_operator', 'pg_type', 'pg_collation', 'pg_class'].map(cls).join(', ')}]::pg_catalog.oid[])` +
+    // The row views and copies it reads in place of ruled relations and views are InterLock's own.
+    ` AND NOT EXISTS (SELECT 1 FROM pg_catalog.pg_class k, pg_catalog.pg_namespace kn WHERE d.refclassid OPERATOR(pg_catalog.=) ${cls('pg_class')} AND k.oid OPERATOR(pg_catalog.=) d.refobjid AND kn.oid OPERATOR(pg_catalog.=) k.relnamespace AND kn.nspname OPERATOR(pg_catalog.=) '${ROW_VIEW_SCHEMA}')` +
+    ` AND NOT EXISTS (SELECT 1 FROM pg_catalog.pg_depend o, pg_catalog.pg_rewrite ro WHERE ${rule('o', 'ro', original)} AND o.refclassid OPERATOR(pg_catalog.=) d.refclassid AND o.refobjid OPERATOR(pg_catalog.=) d.refobjid))`
+  );
+}
+
+/**
+ * A SELECT of one boolean: whether row view `view` (`interlock_rows."…"`) depends on a function,
+ * operator, type or collation other than its table's (`base`, `"schema"."name"`) columns' types,
+ * their array types and collations, or the functions of the casts to those types. Its predicate
+ * names only pg_catalog's functions and operators (pinned, not recorded) and casts to its columns'
+ * types, a user type by the name format_type printed for the scan's path: made later, that name may
+ * resolve to an insider's domain created since in a schema earlier on the path, whose CHECK would run
+ * as the reader (red team rt48c K5). Every name pinned to pg_catalog by hand (the parse-tree test checks it).
+ */
+export function rowViewForeignCodeSql(view: string, base: string): string {
+  const cls = (name: string) => `'pg_catalog.${name}'::pg_catalog.regclass`;
+  const columns = `pg_catalog.pg_attribute a WHERE a.attrelid OPERATOR(pg_catalog.=) ${stringLiteral(base)}::pg_catalog.regclass AND a.attnum OPERATOR(pg_catalog.>) 0 AND NOT a.attisdropped`;
+  const types = `ARRAY(SELECT u FROM pg_catalog.pg_type y, ${columns.replace(' WHERE ', ', pg_catalog.unnest(ARRAY[a.atttypid, y.typarray]) AS u WHERE ')} AND y.oid OPERATOR(pg_catalog.=) a.atttypid)`;
+  return (
+    `SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_depend d, pg_catalog.pg_rewrite r WHERE d.classid OPERATOR(pg_catalog.=) ${cls('pg_rewrite')} AND r.oid OPERATOR(pg_catalog.=) d.objid AND r.ev_class OPERATOR(pg_catalog.=) ${stringLiteral(view)}::pg_catalog.regclass` +
+    ` AND d.refclassid OPERATOR(pg_catalog.=) ANY (ARRAY[${['pg_proc', 'pg_operator', 'pg_type', 'pg_collation'].map(cls).join(', ')}]::pg_catalog.oid[])` +
+    ` AND NOT (d.refclassid OPERATOR(pg_catalog.=) ${cls('pg_type')} AND d.refobjid OPERATOR(pg_catalog.=) ANY (${types}))` +
+    ` AND NOT (d.refclassid OPERATOR(pg_catalog.=) ${cls('pg_collation')} AND d.refobjid OPERATOR(pg_catalog.=) ANY (ARRAY(SELECT a.attcollation FROM ${columns})))` +
+    ` AND NOT (d.refclassid OPERATOR(pg_catalog.=) ${cls('pg_proc')} AND d.refobjid OPERATOR(pg_catalog.=) ANY (ARRAY(SELECT c.castfunc FROM pg_catalog.pg_cast c WHERE c.casttarget OPERATOR(pg_catalog.=) ANY (${types})))))`
+  );
 }
 
 /** `DO $tag$BEGIN <body> END$tag$` with a dollar-quote tag the body (a rule's constants, a role name) does not contain. */

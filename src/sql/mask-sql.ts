@@ -11,7 +11,11 @@
  * (and a `full` mask's nullness) from where `result_too_large` begins. With the masks in SQL, what
  * arrives is what the agent receives.
  *
- * Per method (each function schema-qualified, so nothing on the source's search_path can stand in):
+ * Per method (each function, type and operator pinned to pg_catalog — `OPERATOR(pg_catalog.=)`,
+ * `::pg_catalog.text` — so nothing on the source's search_path can stand in: red team rt48c K1, an
+ * insider's `public.= (oid, regtype)` ran as the reader in the partial mask; the wrapper is in
+ * test/unit/sources/qualified-statements.test.ts; LEAST finds its operator through the type's default
+ * btree operator class, which only a superuser can create):
  * - `full`: the text `'***'` (nullness and type hidden too);
  * - `null`: a text NULL;
  * - `partial`: the same string as `applyMask(value, 'partial')` computes in the gateway, built from
@@ -62,32 +66,33 @@ export function quoteIdent(name: string): string {
 
 /**
  * The SQL of a masked column's value given a reference `ref` to the unmasked one (see the module
- * comment). The expressions use only built-in functions, qualified with pg_catalog.
+ * comment). The expressions use only built-in functions, types and operators, each qualified with
+ * pg_catalog (red team rt48c K1).
  */
 export function maskExpression(ref: string, method: MaskMethod): string {
   switch (method) {
     case 'null':
-      return 'NULL::text';
+      return 'NULL::pg_catalog.text';
     case 'hash':
-      return `CASE WHEN ${ref} IS NULL THEN NULL::text ELSE pg_catalog.encode(pg_catalog.sha256(pg_catalog.convert_to(${valueText(ref)}, 'UTF8')), 'hex') END`;
+      return `CASE WHEN ${ref} IS NULL THEN NULL::pg_catalog.text ELSE pg_catalog.encode(pg_catalog.sha256(pg_catalog.convert_to(${valueText(ref)}, 'UTF8')), 'hex') END`;
     case 'partial': {
       const base =
-        `(SELECT pg_catalog.bool_or(b.oid = ANY ('{${NON_STRING_BASE_TYPES.join(',')}}'::pg_catalog.oid[]) OR b.typcategory = 'A') ` +
-        `FROM pg_catalog.pg_type AS d JOIN pg_catalog.pg_type AS b ON b.oid = CASE WHEN d.typtype = 'd' THEN d.typbasetype ELSE d.oid END ` +
-        `WHERE d.oid = pg_catalog.pg_typeof(${ref}))`;
+        `(SELECT pg_catalog.bool_or(b.oid OPERATOR(pg_catalog.=) ANY ('{${NON_STRING_BASE_TYPES.join(',')}}'::pg_catalog.oid[]) OR b.typcategory OPERATOR(pg_catalog.=) 'A') ` +
+        `FROM pg_catalog.pg_type AS d JOIN pg_catalog.pg_type AS b ON b.oid OPERATOR(pg_catalog.=) CASE WHEN d.typtype OPERATOR(pg_catalog.=) 'd' THEN d.typbasetype ELSE d.oid END ` +
+        `WHERE d.oid OPERATOR(pg_catalog.=) pg_catalog.pg_typeof(${ref}))`;
       // t: the value's text; b: at most a quarter of its characters; tld: an e-mail address's last
       // dotted label (with its dot) when the last '@' has text before and after it.
       const partial =
-        '(SELECT CASE WHEN pg_catalog.char_length(m.tld) > 1 AND 1 + pg_catalog.char_length(m.tld) <= m.b ' +
+        '(SELECT CASE WHEN pg_catalog.char_length(m.tld) OPERATOR(pg_catalog.>) 1 AND (1 OPERATOR(pg_catalog.+) pg_catalog.char_length(m.tld)) OPERATOR(pg_catalog.<=) m.b ' +
         "THEN pg_catalog.concat(pg_catalog.\"left\"(m.t, 1), '***@***', m.tld) " +
-        "WHEN LEAST(4, m.b) > 0 THEN pg_catalog.concat('***', pg_catalog.\"right\"(m.t, LEAST(4, m.b))) ELSE '***' END " +
-        "FROM (SELECT s.t, pg_catalog.char_length(s.t) / 4 AS b, pg_catalog.substring(pg_catalog.substring(s.t, '^.+@([^@]+)$'), '([.][^.]*)$') AS tld " +
+        "WHEN LEAST(4, m.b) OPERATOR(pg_catalog.>) 0 THEN pg_catalog.concat('***', pg_catalog.\"right\"(m.t, LEAST(4, m.b))) ELSE '***' END " +
+        "FROM (SELECT s.t, pg_catalog.char_length(s.t) OPERATOR(pg_catalog./) 4 AS b, pg_catalog.substring(pg_catalog.substring(s.t, '^.+@([^@]+)$'), '([.][^.]*)$') AS tld " +
         `FROM (SELECT ${valueText(ref)} AS t) AS s) AS m)`;
-      return `CASE WHEN ${ref} IS NULL THEN NULL::text WHEN ${base} THEN '***' ELSE ${partial} END`;
+      return `CASE WHEN ${ref} IS NULL THEN NULL::pg_catalog.text WHEN ${base} THEN '***' ELSE ${partial} END`;
     }
     case 'full':
     default:
-      return "'***'::text"; // unknown method: fail closed
+      return "'***'::pg_catalog.text"; // unknown method: fail closed
   }
 }
 

@@ -71,3 +71,17 @@ export async function stopInsider(x: Insider | undefined, extra = ''): Promise<v
   await x.admin.query(`${extra}; DROP SCHEMA IF EXISTS scratch CASCADE; DROP OWNED BY ${ins}; DROP ROLE IF EXISTS ${ins}`).catch(() => undefined);
   await x.admin.end().catch(() => undefined);
 }
+
+/**
+ * startInsider with CREATE on schema public too, the schema of the reader's and writer's search path
+ * (red teams rt47b J3b, rt48c: the insider of CVE-2018-1058's pattern), and a table
+ * `public.<suffix>_evidence (who text)` any role may insert into and read (what the insider's code
+ * records). `stopInsider(x, 'DROP TABLE IF EXISTS public.<suffix>_evidence')` undoes it.
+ */
+export async function startPublicInsider(env: GovernedEnv, suffix: string): Promise<Insider> {
+  const x = await startInsider(env, suffix);
+  await x.admin.query(`CREATE TABLE public.${suffix}_evidence (who text NOT NULL);
+    GRANT INSERT, SELECT ON public.${suffix}_evidence TO PUBLIC;
+    GRANT CREATE ON SCHEMA public TO ${x.admin.escapeIdentifier(x.role)};`);
+  return x;
+}

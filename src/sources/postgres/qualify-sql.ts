@@ -47,6 +47,12 @@ interface Edit {
 /** Operator kinds of A_Expr that have a qualified spelling (`a OPERATOR(s.op) b`, `a OPERATOR(s.op) ANY (…)`). */
 const OPERATOR_KINDS = new Set(['AEXPR_OP', 'AEXPR_OP_ANY', 'AEXPR_OP_ALL']);
 
+/**
+ * The object-identifier types whose text input resolves a one-part name through the search path
+ * (`'pg_class'::regclass`); regnamespace and regrole name schemas and roles, which no path qualifies.
+ */
+const PATH_INPUT_TYPES = new Set(['regclass', 'regtype', 'regproc', 'regprocedure', 'regoper', 'regoperator', 'regcollation', 'regconfig', 'regdictionary']);
+
 const strs = (list: unknown): string[] => (Array.isArray(list) ? list.map((n) => ((n as { String?: { sval?: string } }).String?.sval ?? '')) : []);
 
 /** Every CTE name any WITH of `tree` defines (a RangeVar naming one is not a catalogue relation). */
@@ -98,7 +104,8 @@ function eachNode(tree: unknown, visit: (kind: string, node: Node) => void): voi
  * (IN lists, LIKE, BETWEEN, NULLIF, IS DISTINCT FROM, …), a CaseExpr with an argument, a JoinExpr
  * with USING or NATURAL, an ANY/ALL/row-comparison SubLink without a qualified operator, a TypeName,
  * FuncCall or CollateClause of one part, a RangeVar without a schema that names no CTE of the
- * statement, an ORDER BY … USING operator of one part. Throws the parser's error for text that does
+ * statement, an ORDER BY … USING operator of one part, a string of a one-part name cast to regclass,
+ * regtype, regproc, regoper, … (its text input resolves it on the path: red team rt48c K2). Throws the parser's error for text that does
  * not parse. Requires loadSqlQualifier (or src/sql/parser's initSqlParser).
  */
 export function unqualifiedNames(sql: string): string[] {
@@ -139,6 +146,13 @@ export function unqualifiedNames(sql: string): string[] {
       case 'SortBy':
         if (n.useOp && strs(n.useOp).length < 2) found.push(`ORDER BY USING ${strs(n.useOp).join('.')} ${at(n)}`);
         break;
+      case 'TypeCast': {
+        // `'pg_class'::regclass`: the text input looks the name up on the search path (red team rt48c K2).
+        const type = strs((n.typeName as Node | undefined)?.names).at(-1) ?? '';
+        const text = (n.arg as { A_Const?: { sval?: { sval?: string } } } | undefined)?.A_Const?.sval?.sval;
+        if (PATH_INPUT_TYPES.has(type) && typeof text === 'string' && !text.includes('.')) found.push(`${type} input '${text}' ${at(n)}`);
+        break;
+      }
     }
   });
   return found;

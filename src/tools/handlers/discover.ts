@@ -58,6 +58,29 @@ export interface DiscoveryDeps {
 export const MAX_PERMITTED_IDS = 200_000;
 
 /**
+ * The statement rowFilterFor plans for `r` (before its row-rule rewrite): the id column as text
+ * (`interlock_row_id`) and the other mapped columns, from the relation. Its type is pg_catalog's
+ * (red team rt48c K4: `::text` resolved a domain public.text under a reader path `public,
+ * pg_catalog`, whose CHECK ran as the reader); test/unit/sources/qualified-statements.test.ts checks it.
+ */
+export function rowIdSql(r: RowFilterRequest): string {
+  const cols = r.columns.map((c, i) => (i === 0 ? `(${quoteIdent(c)})::pg_catalog.text AS interlock_row_id` : quoteIdent(c))).join(', ');
+  return `SELECT x.interlock_row_id FROM (SELECT ${cols} FROM ${quoteIdent(r.schema)}.${quoteIdent(r.table)}) x`;
+}
+
+/**
+ * ambiguousIds' statement for `r`: the id texts (`k`) more than one row holds, or that start or end
+ * with a character the indexer trims, with their counts (`n`). Every function, type and operator
+ * pinned to pg_catalog (red team rt48c K4); in the parse-tree test.
+ */
+export function ambiguousIdsSql(r: RowFilterRequest): string {
+  return (
+    `SELECT x.k, pg_catalog.count(*)::pg_catalog.int4 AS n FROM (SELECT (${quoteIdent(r.idColumn)})::pg_catalog.text AS k FROM ${quoteIdent(r.schema)}.${quoteIdent(r.table)}) x ` +
+    `GROUP BY x.k HAVING pg_catalog.count(*) OPERATOR(pg_catalog.>) 1 OR x.k OPERATOR(pg_catalog.~) '^[^!-~]|[^!-~]$'`
+  );
+}
+
+/**
  * resolveScope's row filter for `identity` on `source` (issue 27 item 3), when the deps have a
  * reader: the statement `SELECT x.id FROM (SELECT (id)::text AS id, <the other mapped columns> FROM
  * relation) x` is planned by interlock_query's row-rule step (planRowRules: views through their
@@ -73,8 +96,7 @@ export function rowFilterFor(deps: Pick<DiscoveryDeps, 'rowReads'>, source: Sour
   // The caller's restrict_rows policies are ANDed with its roles' rules, as in interlock_query.
   const policyRows = policyRowRestrictions(policies, { identityId: identity.id, identityName: identity.name, roles: evaluator.roleNames(source.id), sourceId: source.id });
   return async (r) => {
-    const cols = r.columns.map((c, i) => (i === 0 ? `(${quoteIdent(c)})::text AS interlock_row_id` : quoteIdent(c))).join(', ');
-    const sql = `SELECT x.interlock_row_id FROM (SELECT ${cols} FROM ${quoteIdent(r.schema)}.${quoteIdent(r.table)}) x`;
+    const sql = rowIdSql(r);
     const analysis = analyzeSql(sql, catalog);
     if (!analysis.ok) return { kind: 'none' };
     const plan = planRowRules({ evaluator, sourceId: source.id, analysis, catalog, attributes: identity.attributes, sql, policyRows });
@@ -123,7 +145,7 @@ const assetIdKey = (id: string): string => cleanText(id).trim();
  * when the read fails or returns more than MAX_PERMITTED_IDS keys.
  */
 async function ambiguousIds(reader: { read: ReturnType<ConnectorProvider['reader']>['read'] }, r: RowFilterRequest, identityId: string): Promise<Set<string> | null> {
-  const sql = `SELECT x.k, count(*)::int AS n FROM (SELECT (${quoteIdent(r.idColumn)})::text AS k FROM ${quoteIdent(r.schema)}.${quoteIdent(r.table)}) x GROUP BY x.k HAVING count(*) > 1 OR x.k ~ '^[^!-~]|[^!-~]$'`;
+  const sql = ambiguousIdsSql(r);
   try {
     const read = await reader.read(sql, [], { maxRows: MAX_PERMITTED_IDS, maxBytes: 64 * 1024 * 1024, identityId });
     if (read.truncated || read.guardTripped) return null;

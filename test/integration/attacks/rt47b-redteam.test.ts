@@ -61,9 +61,10 @@ import { scanCatalog, SCAN_SQL } from '../../../src/sources/postgres/catalog';
 import { initSqlParser } from '../../../src/sql/parser';
 import { qualifySql, unqualifiedNames } from '../../../src/sources/postgres/qualify-sql';
 import { createTempDatabase, pgServer } from '../../helpers/pg';
+import { withInsiderDatabase } from '../../helpers/insider-db';
 import { auditRow, faultPairs } from '../../helpers/audit-events';
 import { startGovernedEnv, callTool, sourceQuery, type GovernedEnv } from '../../helpers/governed';
-import { startInsider, stopInsider, type Insider } from '../../helpers/stale-reads';
+import { startPublicInsider, stopInsider, type Insider } from '../../helpers/stale-reads';
 import { approveAndExecute } from '../../../src/approvals/execute';
 import { scanSource } from '../../../src/control/scan';
 import { upsertRole } from '../../../src/control/roles';
@@ -176,39 +177,18 @@ describe('rt47b J2 (low, fixed): a role path starting with pg_temp makes every r
  * admin first). Returns how the scan ended and the rows loot holds.
  */
 async function scanWithInsider(insiderSql: string[], readerPath?: string): Promise<{ scanned: string; loot: Array<{ who: string; v: string }> }> {
-  const temp = await createTempDatabase('rt47b_j3');
-  const tag = randomBytes(4).toString('hex');
-  const reader = `rt47b_j3r_${tag}`;
-  const insider = `rt47b_j3i_${tag}`;
-  const { host, port } = pgServer();
-  const admin = await connectPinned({ host, port, database: temp.name, user: 'root', options: pinnedStartupOptions() });
-  try {
-    await admin.query(`CREATE ROLE ${reader} LOGIN; CREATE ROLE ${insider}`);
-    if (readerPath !== undefined) await admin.query(`ALTER ROLE ${reader} SET search_path = ${readerPath}`);
-    await admin.query(`CREATE TABLE public.secret (v text); INSERT INTO public.secret VALUES ('only the reader may read this'); GRANT SELECT ON public.secret TO ${reader}`);
-    await admin.query(`GRANT USAGE, CREATE ON SCHEMA public TO ${insider}`);
-    await admin.query(`SET ROLE ${insider}`);
-    await admin.query('CREATE TABLE public.loot (who text, v text); GRANT INSERT ON public.loot TO PUBLIC');
-    for (const sql of insiderSql) await admin.query(sql);
-    await admin.query('RESET ROLE');
-    const scanner = await connectPinned({ host, port, database: temp.name, user: reader, options: pinnedStartupOptions(), application_name: 'interlock-scan' });
-    let scanned = 'scanned';
+  const { result: scanned, loot } = await withInsiderDatabase('rt47b_j3', insiderSql, readerPath, async ({ connectReader }) => {
+    const scanner = await connectReader({ application_name: 'interlock-scan' });
     try {
       await scanCatalog(scanner);
+      return 'scanned';
     } catch (err) {
-      scanned = `failed ${(err as { code?: string }).code ?? ''}`;
+      return `failed ${(err as { code?: string }).code ?? ''}`;
     } finally {
       await scanner.end();
     }
-    return { scanned, loot: (await admin.query<{ who: string; v: string }>('SELECT who, v FROM public.loot LIMIT 1')).rows };
-  } finally {
-    await admin.query('RESET ROLE').catch(() => undefined);
-    await admin.end();
-    await temp.drop();
-    const root = await connectPinned({ host, port, database: 'postgres', user: 'root', options: pinnedStartupOptions() });
-    await root.query(`DROP ROLE IF EXISTS ${reader}; DROP ROLE IF EXISTS ${insider}`).catch(() => undefined);
-    await root.end();
-  }
+  });
+  return { scanned, loot };
 }
 
 // Shown failing before the fix: loot held the secret row once per json_build_array(name, name) call, who = the reader role.
@@ -273,16 +253,13 @@ describe('rt47b J3b (high, fixed): an operator in public shadowing one the write
 
   beforeAll(async () => {
     env = await startGovernedEnv();
-    x = await startInsider(env, 'rt47b');
+    x = await startPublicInsider(env, 'rt47b');
     await sourceQuery(
       env,
-      `CREATE TABLE public.rt47b_evidence (who text NOT NULL);
-       GRANT INSERT, SELECT ON public.rt47b_evidence TO PUBLIC;
-       CREATE TABLE public.rt47b_w (id int PRIMARY KEY, tags int[]);
+      `CREATE TABLE public.rt47b_w (id int PRIMARY KEY, tags int[]);
        INSERT INTO public.rt47b_w VALUES (1, '{1}');
        GRANT SELECT, UPDATE ON public.rt47b_w TO "${env.demo.writerRole}";
-       GRANT SELECT ON public.rt47b_w TO "${env.demo.readerRole}";
-       GRANT CREATE ON SCHEMA public TO "${x.role}";`,
+       GRANT SELECT ON public.rt47b_w TO "${env.demo.readerRole}";`,
     );
     await scanSource(env.db, env.demo.sourceId);
     await upsertRole(env.db, {
@@ -298,7 +275,7 @@ describe('rt47b J3b (high, fixed): an operator in public shadowing one the write
     env.gateway.store.invalidate('*');
   });
   afterAll(async () => {
-    await stopInsider(x, 'DROP OPERATOR IF EXISTS public.<> (oid, integer); DROP FUNCTION IF EXISTS public.rt47b_ne(oid, integer)');
+    await stopInsider(x, 'DROP OPERATOR IF EXISTS public.<> (oid, integer); DROP FUNCTION IF EXISTS public.rt47b_ne(oid, integer); DROP TABLE IF EXISTS public.rt47b_evidence');
     await env?.close();
   });
 

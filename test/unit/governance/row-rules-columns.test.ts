@@ -6,7 +6,7 @@
 import { AccessEvaluator, type RoleGrant } from '../../../src/governance/evaluator';
 import { relationRowRule, ruleGroups, sameRowRule } from '../../../src/governance/row-rules';
 import { NO_HIERARCHY } from '../../../src/sql/hierarchy';
-import { rowViewStatements } from '../../../src/pipeline/row-rules';
+import { copyForeignCodeSql, rowViewStatements } from '../../../src/pipeline/row-rules';
 
 type S = { resource: string; rows?: string };
 const ev = (...statements: S[]) => new AccessEvaluator([{ sourceId: 's', role: { name: 'r', statements: statements.map((x) => ({ effect: 'allow', action: 'read', ...x })) } as unknown as RoleGrant['role'] }]);
@@ -55,8 +55,10 @@ describe('rowViewStatements for a view\'s copy', () => {
     // Created only when missing (red team rt27w, finding C), with the copy's own options.
     expect(create.startsWith("DO $il$BEGIN IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_class c ")).toBe(true);
     expect(create).toContain("c.relname OPERATOR(pg_catalog.=) E'v_1' AND c.relkind OPERATOR(pg_catalog.=) 'v' AND c.reloptions OPERATOR(pg_catalog.@>) ARRAY[E'security_barrier=true', E'security_invoker=true']::pg_catalog.text[])");
+    // Refused when the copy depends on code its view does not (red team rt48c K3).
+    const check = `IF (${copyForeignCodeSql('interlock_rows."v_1"', '"public"."v"')}) THEN RAISE EXCEPTION 'the copy of a view resolves a function, operator, type, collation or relation its original does not (rescan the source)'; END IF;`;
     expect(create.endsWith(
-      ') THEN PERFORM pg_catalog.set_config(\'search_path\', $ddl$"app", "public"$ddl$, true); EXECUTE $ddl$CREATE OR REPLACE VIEW interlock_rows."v_1" ("x y") WITH (security_barrier = true, security_invoker = true) AS SELECT a AS "x y" FROM interlock_rows."t_2" t$ddl$; END IF; END$il$',
+      `) THEN PERFORM pg_catalog.set_config('search_path', $ddl$"app", "public"$ddl$, true); EXECUTE $ddl$CREATE OR REPLACE VIEW interlock_rows."v_1" ("x y") WITH (security_barrier = true, security_invoker = true) AS SELECT a AS "x y" FROM interlock_rows."t_2" t$ddl$; ${check} END IF; END$il$`,
     )).toBe(true);
     // Granted only when the reader lacks it (rt27w, finding D).
     expect([usage, select]).toEqual([
@@ -69,6 +71,7 @@ describe('rowViewStatements for a view\'s copy', () => {
     const [, create] = rowViewStatements({ name: 'v_1', schema: 'public', table: 'v', only: false, predicateSql: '', definition: "SELECT '$il$ $ddl$' AS s", columns: ['s'], securityBarrier: false, searchPath: [] }, 'reader');
     expect(create.startsWith('DO $il_$BEGIN IF NOT EXISTS')).toBe(true);
     expect(create).toContain("ARRAY[E'security_barrier=false', E'security_invoker=true']");
-    expect(create).toContain("EXECUTE $ddlx$CREATE OR REPLACE VIEW interlock_rows.\"v_1\" (\"s\") WITH (security_barrier = false, security_invoker = true) AS SELECT '$il$ $ddl$' AS s$ddlx$; END IF; END$il_$");
+    expect(create).toContain("EXECUTE $ddlx$CREATE OR REPLACE VIEW interlock_rows.\"v_1\" (\"s\") WITH (security_barrier = false, security_invoker = true) AS SELECT '$il$ $ddl$' AS s$ddlx$; IF (");
+    expect(create.endsWith("(rescan the source)'; END IF; END IF; END$il_$")).toBe(true);
   });
 });

@@ -5,7 +5,7 @@
  */
 import { initSqlParser } from '../../../src/sql/analyze';
 import { parseSql } from '../../../src/sql/parser';
-import { rowViewStatements, type RowView } from '../../../src/pipeline/row-rules';
+import { rowViewForeignCodeSql, rowViewStatements, type RowView } from '../../../src/pipeline/row-rules';
 
 beforeAll(async () => {
   await initSqlParser();
@@ -27,7 +27,9 @@ describe('rowViewStatements', () => {
     const [schema, create, usage, select] = rowViewStatements(view("(body OPERATOR(pg_catalog.=) E'x')", true), 'reader');
     expect(doBody(schema)).toContain('CREATE SCHEMA interlock_rows');
     const body = doBody(create);
-    expect(body).toMatch(/^BEGIN IF NOT EXISTS \(SELECT 1 FROM pg_catalog\.pg_class c .* c\.relname OPERATOR\(pg_catalog\.=\) E'note_0123456789abcdef' .*ARRAY\[E'security_barrier=true', E'security_invoker=true', E'check_option=cascaded'\]::pg_catalog\.text\[\]\) THEN CREATE OR REPLACE VIEW interlock_rows\."note_0123456789abcdef" WITH \(security_barrier = true, security_invoker = true, check_option = cascaded\) AS SELECT \* FROM "public"\."note" WHERE \(body OPERATOR\(pg_catalog\.=\) E'x'\); END IF; END$/);
+    expect(body).toMatch(/^BEGIN IF NOT EXISTS \(SELECT 1 FROM pg_catalog\.pg_class c .* c\.relname OPERATOR\(pg_catalog\.=\) E'note_0123456789abcdef' .*ARRAY\[E'security_barrier=true', E'security_invoker=true', E'check_option=cascaded'\]::pg_catalog\.text\[\]\) THEN CREATE OR REPLACE VIEW interlock_rows\."note_0123456789abcdef" WITH \(security_barrier = true, security_invoker = true, check_option = cascaded\) AS SELECT \* FROM "public"\."note" WHERE \(body OPERATOR\(pg_catalog\.=\) E'x'\); IF \(/);
+    // Refused when the view depends on a type, function or operator not its table's (red team rt48c K5).
+    expect(body.endsWith(`; IF (${rowViewForeignCodeSql('interlock_rows."note_0123456789abcdef"', '"public"."note"')}) THEN RAISE EXCEPTION 'a row view resolves a function, operator, type or collation that is not its table''s (rescan the source)'; END IF; END IF; END`)).toBe(true);
     expect(doBody(usage)).toBe(`BEGIN IF NOT pg_catalog.has_schema_privilege(E'reader', 'interlock_rows', 'USAGE') THEN GRANT USAGE ON SCHEMA interlock_rows TO "reader"; END IF; END`);
     expect(doBody(select)).toBe(`BEGIN IF NOT pg_catalog.has_table_privilege(E'reader', E'interlock_rows."note_0123456789abcdef"', 'SELECT') THEN GRANT SELECT ON interlock_rows."note_0123456789abcdef" TO "reader"; END IF; END`);
   });
@@ -35,7 +37,7 @@ describe('rowViewStatements', () => {
   it('a rule constant or a role name holding the dollar tag does not end the block early', () => {
     const predicate = "(body OPERATOR(pg_catalog.=) E'$il$; DROP TABLE note; $il_$')";
     const [, create, usage] = rowViewStatements(view(predicate), 'r$il$x');
-    expect(doBody(create)).toContain(`WHERE ${predicate}; END IF;`);
+    expect(doBody(create)).toContain(`WHERE ${predicate}; IF (SELECT EXISTS (`);
     expect(create.startsWith('DO $il__$BEGIN')).toBe(true);
     expect(doBody(usage)).toContain(`TO "r$il$x"; END IF;`);
   });

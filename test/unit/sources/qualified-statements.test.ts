@@ -26,7 +26,10 @@ import { documentTableSql } from '../../../src/discovery/tables';
 import { parseRowPredicate, renderRowPredicate } from '../../../src/sql/row-rules/predicate';
 import type { SourceCatalog } from '../../../src/sql/catalog-types';
 import { initSqlParser } from '../../../src/sql/parser';
-import { rowViewStatements } from '../../../src/pipeline/row-rules';
+import { copyForeignCodeSql, rowViewStatements } from '../../../src/pipeline/row-rules';
+import { ambiguousIdsSql, rowIdSql } from '../../../src/tools/handlers/discover';
+import { maskedStatement } from '../../../src/sql/mask-sql';
+import { ROW_VIEW_TABLE_SQL, ROW_VIEWS_OF_TABLE_SQL, ROW_VIEWS_SQL } from '../../../src/control/row-views';
 
 /**
  * The SQL inside rowViewStatements' DO blocks (`DO $il$BEGIN IF <condition> THEN <statement>; END IF; END$il$`):
@@ -34,9 +37,15 @@ import { rowViewStatements } from '../../../src/pipeline/row-rules';
  */
 function doBlockSql(statements: string[]): string[] {
   return statements.flatMap((s) => {
-    const m = /^DO \$[a-z_]+\$BEGIN IF (.*) THEN (.*) END IF; END\$[a-z_]+\$$/s.exec(s);
+    // A check after the statement (`IF (<SELECT>) THEN RAISE EXCEPTION '…'; END IF;`, rt48c K5): its SELECT too.
+    const checks: string[] = [];
+    const body = s.replace(/ IF \((SELECT EXISTS .*?)\) THEN RAISE EXCEPTION '(?:[^']|'')*'; END IF;/gs, (_all, sql: string) => {
+      checks.push(sql);
+      return '';
+    });
+    const m = /^DO \$[a-z_]+\$BEGIN IF (.*) THEN (.*) END IF; END\$[a-z_]+\$$/s.exec(body);
     if (!m) throw new Error(`not a DO block of one IF: ${s}`);
-    return [`SELECT ${m[1]}`, m[2]];
+    return [`SELECT ${m[1]}`, m[2], ...checks];
   });
 }
 
@@ -80,6 +89,17 @@ function ownStatements(): Array<[string, string]> {
     ['plan settings', PLAN_BIND_LOCAL_SETTINGS],
     ['discovery table', documentTableSql({ table: 'public.docs', id_column: 'id', title_column: 't', body_column: 'b', type_column: 'k', category_column: 'c', time_column: 'ts', audience_column: 'a', entities_column: 'e', links_column: 'l' } as Parameters<typeof documentTableSql>[0])],
     ['row view predicate', `SELECT * FROM "public"."t" WHERE ${predicate}`],
+    // Red team rt48c K1: the projection InterLock wraps around a read with masked columns (the agent's own text inside is not InterLock's: a constant here).
+    ['mask wrapper', (maskedStatement('SELECT 1 AS a, 2 AS b, 3 AS c, 4 AS d, 5 AS e', (['full', 'null', 'partial', 'hash', null] as const).map((method, index) => ({ index, name: 'abcde'[index], method }))) as { sql: string }).sql],
+    // Red team rt48c K2: `interlock source drop-row-views`, as the writer.
+    ['drop-row-views table', qualifySql(ROW_VIEW_TABLE_SQL)],
+    ['drop-row-views views of a table', qualifySql(ROW_VIEWS_OF_TABLE_SQL)],
+    ['drop-row-views views', qualifySql(ROW_VIEWS_SQL)],
+    // Red team rt48c K4: discovery's row filter for a ruled caller (its row-rule rewrite only replaces the relation).
+    ['discovery row ids', rowIdSql({ relation: 'public.docs', schema: 'public', table: 'docs', idColumn: 'id', columns: ['id', 'title'] })],
+    ['discovery ambiguous ids', ambiguousIdsSql({ relation: 'public.docs', schema: 'public', table: 'docs', idColumn: 'id', columns: ['id'] })],
+    // Red team rt48c K3: whether a view's copy depends on code its original does not (inside the copy's DO block).
+    ['row view copy check', copyForeignCodeSql('interlock_rows."v_1"', '"public"."v"')],
     ...doBlockSql(rowViewStatements({ name: 'v_1', schema: 'public', table: 't', only: false, predicateSql: predicate, check: true }, 'reader')).map((sql, i): [string, string] => [`row view DDL ${i}`, sql]),
   ];
 }
@@ -122,6 +142,9 @@ describe('qualifySql', () => {
     ['SELECT 1 FROM pg_catalog.pg_class NATURAL JOIN pg_catalog.pg_type', 'JOIN USING/NATURAL'],
     ['SELECT a FROM pg_catalog.pg_class ORDER BY a USING <', 'ORDER BY USING'],
     ['SELECT * FROM unnest($1::text[], $2::text[]) AS u(a, b)', 'ROWS FROM'],
+    // rt48c K2: the text input of regclass, regtype, … looks a one-part name up on the search path.
+    ["SELECT 1 FROM pg_catalog.pg_depend d WHERE d.refclassid OPERATOR(pg_catalog.=) 'pg_class'::pg_catalog.regclass", "regclass input 'pg_class'"],
+    ["SELECT 'text'::regtype", "regtype input 'text'"],
   ])('refuses what has no qualified spelling: %s', (sql, what) => {
     expect(() => qualifySql(sql)).toThrow(what);
   });
