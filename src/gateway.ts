@@ -25,6 +25,7 @@ import { listSourcesHandler, StoreSourceDirectory } from './tools/handlers/list-
 import { describeAccessHandler, describeSourceHandler } from './tools/handlers/describe';
 import { queryHandler } from './pipeline/query';
 import { rowViewProvisioner } from './pipeline/row-views';
+import { ROW_VIEW_STALE_SQLSTATE } from './pipeline/row-rules';
 import { discoverHandler } from './tools/handlers/discover';
 import type { RelationName } from './sql/catalog-types';
 import type { LiveRelationTree } from './sql/hierarchy';
@@ -145,8 +146,11 @@ export async function startGovernedGateway(opts: GovernedGatewayOptions): Promis
       await registry.get(s.id, s.settings as unknown as PostgresSourceSettings).write(sql, []);
     },
     // The operator's log gets the server's own reason (e.g. "permission denied for database"): agents never see it.
-    (sourceId, view, err) => logger.warn({ source_id: sourceId, view, err: (err as Error)?.message, sqlstate: (err as { sqlState?: string })?.sqlState, reason: ((err as { cause?: unknown })?.cause as Error | undefined)?.message }, 'row view could not be created: row-ruled tables of this source are unreadable until it can (the writer role must own schema interlock_rows or have CREATE on the database)'),
+    // A view that now resolves an object its table or original does not (rt48c K3, K5) is fixed by a
+    // rescan, which prints the names qualified: started here, at most once a minute per source.
+    (sourceId, view, err) => (void ((err as { sqlState?: string })?.sqlState === ROW_VIEW_STALE_SQLSTATE && rowViewRescans(sourceId) !== null && rescanStale(sourceId).catch(() => undefined)), logger.warn({ source_id: sourceId, view, err: (err as Error)?.message, sqlstate: (err as { sqlState?: string })?.sqlState, reason: ((err as { cause?: unknown })?.cause as Error | undefined)?.message }, 'row view could not be created: row-ruled tables of this source are unreadable until it can (the writer role must own schema interlock_rows or have CREATE on the database)')),
   );
+  const rowViewRescans = logThrottle(60_000);
   const limits: RateLimitSettings = {
     perIdentity: { points: config.rate_limits.per_identity.points, windowSeconds: config.rate_limits.per_identity.window_seconds },
     perSource: { points: config.rate_limits.per_source.points, windowSeconds: config.rate_limits.per_source.window_seconds },

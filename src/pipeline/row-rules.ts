@@ -584,7 +584,7 @@ export function rowViewStatements(view: RowView, reader: string): string[] {
   const base = `${quoteIdent(view.schema)}.${quoteIdent(view.table)}`;
   // A user type in the predicate is named as format_type printed it for the scan's path; made now, the
   // name may resolve to a type created since in a schema earlier on that path (red team rt48c K5).
-  let create = `CREATE OR REPLACE VIEW ${v} WITH (${options.map((o) => o.replace('=', ' = ')).join(', ')}) AS SELECT * FROM ${view.only ? 'ONLY ' : ''}${base} WHERE ${view.predicateSql}; IF (${rowViewForeignCodeSql(v, base)}) THEN RAISE EXCEPTION 'a row view resolves a function, operator, type or collation that is not its table''s (rescan the source)'; END IF;`;
+  let create = `CREATE OR REPLACE VIEW ${v} WITH (${options.map((o) => o.replace('=', ' = ')).join(', ')}) AS SELECT * FROM ${view.only ? 'ONLY ' : ''}${base} WHERE ${view.predicateSql}; IF (${rowViewForeignCodeSql(v, base)}) THEN RAISE EXCEPTION 'a row view resolves a function, operator, type or collation that is not its table''s (rescan the source)' USING ERRCODE = '${ROW_VIEW_STALE_SQLSTATE}'; END IF;`;
   if (copy) {
     // A view's copy: its text names relations as printed for the catalogue's search path, so it is
     // created under that path (set for the DO block's transaction only), whatever the writer's own.
@@ -600,7 +600,7 @@ export function rowViewStatements(view: RowView, reader: string): string[] {
     // on no such object its original does not: else nothing is created and the read is refused
     // (row_rules_unavailable) until a scan prints the names qualified.
     const foreign = copyForeignCodeSql(v, `${quoteIdent(view.schema)}.${quoteIdent(view.table)}`);
-    create = `PERFORM pg_catalog.set_config('search_path', ${text}${path}${text}, true); EXECUTE ${text}${ddl}${text}; IF (${foreign}) THEN RAISE EXCEPTION 'the copy of a view resolves a function, operator, type, collation or relation its original does not (rescan the source)'; END IF;`;
+    create = `PERFORM pg_catalog.set_config('search_path', ${text}${path}${text}, true); EXECUTE ${text}${ddl}${text}; IF (${foreign}) THEN RAISE EXCEPTION 'the copy of a view resolves a function, operator, type, collation or relation its original does not (rescan the source)' USING ERRCODE = '${ROW_VIEW_STALE_SQLSTATE}'; END IF;`;
   }
   const role = quoteIdent(reader);
   return [
@@ -614,6 +614,14 @@ export function rowViewStatements(view: RowView, reader: string): string[] {
     doBlock(`IF NOT pg_catalog.has_table_privilege(${stringLiteral(reader)}, ${stringLiteral(v)}, 'SELECT') THEN GRANT SELECT ON ${v} TO ${role}; END IF;`),
   ];
 }
+
+/**
+ * The SQLSTATE a row view's or copy's creation raises when the view would resolve an object its
+ * table or original does not (red team rt48c K3, K5): names printed for the catalogue's search path
+ * now resolve elsewhere. A rescan prints them qualified, so the gateway rescans the source on it
+ * (src/gateway.ts, at most once a minute per source). Class "IL" is InterLock's own, not PostgreSQL's.
+ */
+export const ROW_VIEW_STALE_SQLSTATE = 'ILRV1';
 
 /**
  * A SELECT of one boolean: whether view `copy` (a row view's copy, `interlock_rows."…"`) depends on a

@@ -12,6 +12,7 @@ import { grantRole } from '../../../src/control/grants';
 import { createIdentity, setIdentityAttributes } from '../../../src/control/identities';
 import { createApiKey } from '../../../src/control/keys';
 import { ValidationError } from '../../../src/control/errors';
+import { scanSource } from '../../../src/control/scan';
 
 let env: GovernedEnv;
 let apiKey: string;
@@ -91,4 +92,31 @@ test('a changed attribute changes the rows (no stale cache), a removed one makes
   await setIdentityAttributes(env.db, 'rep-agent', { employee_id: null });
   const gone = await eventually(() => query('SELECT count(*)::int AS n FROM customer'), (x) => x.code === 'row_rule_attribute_missing');
   expect(gone.code).toBe('row_rule_attribute_missing');
+});
+
+// Red team rt48c K3: a view's copy that would now resolve an insider's function is not made and the
+// read is refused row_rules_unavailable; a rescan prints the name qualified. The gateway starts that
+// rescan itself (at most once a minute per source), so ruled reads come back without an operator.
+// Shown failing before: row_rules_unavailable again after the gateway's rescans were idle.
+test('a view copy refused for resolving a function created since the scan makes the gateway rescan: the next read answers', async () => {
+  const insider = `il_rrg_ins_${Math.random().toString(36).slice(2, 8)}`;
+  const su = new pg.Client({ connectionString: env.sourceUrl });
+  await su.connect();
+  try {
+    await su.query(`CREATE VIEW rrg_lens AS SELECT customer_id, array_length(ARRAY[customer_id, 0], 1) AS n FROM customer; GRANT SELECT ON rrg_lens TO "${env.demo.readerRole}"`);
+    await scanSource(env.db, 'chinook');
+    await upsertRole(env.db, { name: 'support-rep', statements: [{ effect: 'allow', action: 'read', resource: 'public.customer', rows: 'support_rep_id = identity.employee_id' }, { effect: 'allow', action: 'read', resource: 'public.rrg_lens' }] });
+    await setIdentityAttributes(env.db, 'rep-agent', { employee_id: 3 });
+    const expected = (await sourceQuery<{ customer_id: number }>(env, 'SELECT customer_id FROM customer WHERE support_rep_id = 3 ORDER BY customer_id')).map((x) => ({ customer_id: x.customer_id, n: 2 }));
+    expect(expected.length).toBeGreaterThan(0);
+    await su.query(`CREATE ROLE ${insider}; GRANT CREATE ON SCHEMA public TO ${insider}; SET ROLE ${insider}; CREATE FUNCTION public.array_length(a integer[], b integer) RETURNS integer LANGUAGE sql IMMUTABLE AS 'SELECT 42'; RESET ROLE`);
+    const refused = await eventually(() => query('SELECT customer_id, n FROM rrg_lens ORDER BY 1'), (x) => x.code === 'row_rules_unavailable');
+    expect(refused).toEqual({ code: 'row_rules_unavailable' });
+    await env.gateway.rescansIdle();
+    expect(await query('SELECT customer_id, n FROM rrg_lens ORDER BY 1')).toEqual({ rows: expected });
+  } finally {
+    await su.query(`RESET ROLE; DROP FUNCTION IF EXISTS public.array_length(integer[], integer); DROP VIEW IF EXISTS rrg_lens; DROP OWNED BY ${insider}`).catch(() => undefined);
+    await su.query(`DROP ROLE IF EXISTS ${insider}`).catch(() => undefined);
+    await su.end();
+  }
 });
