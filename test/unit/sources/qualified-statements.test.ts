@@ -39,7 +39,7 @@ function doBlockSql(statements: string[]): string[] {
   return statements.flatMap((s) => {
     // A check after the statement (`IF (<SELECT>) THEN RAISE EXCEPTION '…'; END IF;`, rt48c K5): its SELECT too.
     const checks: string[] = [];
-    const body = s.replace(/ IF \((SELECT EXISTS .*?)\) THEN RAISE EXCEPTION '(?:[^']|'')*'; END IF;/gs, (_all, sql: string) => {
+    const body = s.replace(/ IF \((SELECT EXISTS .*?)\) THEN RAISE EXCEPTION '(?:[^']|'')*'(?: USING ERRCODE = '[A-Z0-9]{5}')?; END IF;/gs, (_all, sql: string) => {
       checks.push(sql);
       return '';
     });
