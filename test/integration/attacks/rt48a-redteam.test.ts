@@ -51,10 +51,12 @@
  *      session's idle clock, so an agent queuing a write every half hour kept an unattended, signed-in
  *      console open until the absolute timeout (8 h), against "an open page left alone still times
  *      out". Fixed: the page marks those reads X-InterLock-Background: 1, which do not touch the clock.
+ *   L1 low, fixed (task low48b): the remote CLI takes the operator token on the command line (`--token
+ *      T`), where `ps` and /proc/PID/cmdline show it to every local user for the command's life;
+ *      `--token-env VAR` exists and docs/operators.md uses it, but `--token` was neither warned about
+ *      nor marked unsafe in --help. Fixed: src/cli/main.ts prints one stderr line naming --token-env
+ *      (TOKEN_ON_COMMAND_LINE_WARNING) and --help calls it unsafe; it keeps working (test/unit/cli/commands.test.ts).
  *   Open, low (not fixed here):
- *   L1 the remote CLI takes the operator token on the command line (`--token T`), where `ps` and
- *      /proc/PID/cmdline show it to every local user for the command's life; `--token-env VAR` exists
- *      and docs/operators.md uses it, but `--token` is neither warned about nor marked unsafe in --help.
  *   L2 readCookie takes the first interlock_console cookie of the header; a page on a sibling domain
  *      can set one for Path=/console/api, which browsers send first, and sign the person into the
  *      setter's own session (login CSRF; needs an operator token of the attacker's and a related domain).
