@@ -345,7 +345,7 @@ export interface paths {
         /** The signed-in operator and the session's CSRF token. */
         get: operations["consoleWhoAmI"];
         put?: never;
-        /** Sign in with an operator token; creates a server-side session (control database) and sets the HttpOnly, SameSite=Strict session cookie (interlock_console, Path=/console, Max-Age console.session_absolute_timeout_seconds, Secure over TLS or a trusted proxy). Agent API keys are refused. */
+        /** Sign in with an operator token; creates a server-side session (control database) and sets the HttpOnly, SameSite=Strict session cookie (Max-Age console.session_absolute_timeout_seconds): over plain HTTP interlock_console, Path=/console; over TLS or a trusted proxy's HTTPS __Host-interlock_console, Path=/, Secure, no Domain (a name no other host can set). A request carrying more than one session cookie of that name is signed out (401). Agent API keys are refused. */
         post: operations["consoleSignIn"];
         /** Sign out: ends the session in the control database (every copy of the cookie, on every replica) and clears the cookie. Needs X-CSRF-Token. */
         delete: operations["consoleSignOut"];

@@ -25,7 +25,8 @@
  *
  * Security: the Host/Origin guard of every non-MCP route; only operator tokens sign in (an agent
  * key is 401 invalid_operator_token, like /admin/v1); the session is server-side in the control
- * database, its id in an HttpOnly, SameSite=Strict cookie (Secure over TLS) (src/console/session.ts):
+ * database, its id in an HttpOnly, SameSite=Strict cookie (over TLS `__Host-interlock_console`, Secure,
+ * Path=/; a request with two session cookies is signed out) (src/console/session.ts):
  * sign-out, the token's revocation and the idle and absolute timeouts end it on every replica, and
  * an open event stream with it; state-changing requests need the X-CSRF-Token header; pages carry a strict Content-Security-Policy and frame-ancestors 'none'.
  * Decisions go through the same operator backend as the CLI and /admin/v1.
@@ -49,7 +50,7 @@ import { hostOriginGuard, isObject, jsonBody, routerErrorHandler, sendError } fr
 import { closedBody } from '../http/closed-body';
 import { isDestructive, reviewApprovalPlan } from './plan';
 import { requesterProblems, type RequesterProblem } from '../approvals/requester';
-import { consoleKey, createConsoleSession, csrfToken, csrfValid, DEFAULT_SESSION_TIMEOUTS, endConsoleSession, readCookie, resolveConsoleSession, sessionCookie, SESSION_COOKIE, type ConsoleSession, type SessionTimeouts } from './session';
+import { consoleKey, createConsoleSession, csrfToken, csrfValid, DEFAULT_SESSION_TIMEOUTS, endConsoleSession, readCookies, resolveConsoleSession, sessionCookie, sessionCookieName, type ConsoleSession, type SessionTimeouts } from './session';
 import { installPath } from '../install-root';
 
 /** Options of mountConsole. */
@@ -137,6 +138,13 @@ export function affectedRelations(classification: Record<string, unknown>): stri
   ];
 }
 
+/**
+ * The 401 message of a console API request carrying more than one session cookie (red team rt48a
+ * L2): it is treated as signed out, and signing in again would not help while the other cookie stays.
+ */
+export const SEVERAL_SESSION_COOKIES =
+  "More than one console session cookie was sent (another site of this domain may have set one): signed out; clear this site's cookies, then sign in again";
+
 /** Mounts /console on `app`. */
 export function mountConsole(app: Express, opts: ConsoleOptions): void {
   const { db, logger } = opts;
@@ -166,14 +174,19 @@ export function mountConsole(app: Express, opts: ConsoleOptions): void {
    * X-InterLock-Background: 1, the list re-read on a queue event) does not: a write an agent queues
    * must not keep an unattended console signed in (red team rt48a K8).
    */
-  const sessionOf = async (req: Request): Promise<{ session: ConsoleSession; cookie: string } | null> => {
-    const cookie = readCookie(req.headers.cookie, SESSION_COOKIE);
+  const sessionOf = async (req: Request): Promise<{ session: ConsoleSession; cookie: string } | 'several' | null> => {
+    // Over TLS only the __Host- name counts (no other host can set it); a request with two cookies of
+    // the name is signed out, never given the first one: it may be a sibling domain's (rt48a L2).
+    const cookies = readCookies(req.headers.cookie, sessionCookieName(secure(req)));
+    if (cookies.length > 1) return 'several';
+    const cookie = cookies[0];
     const session = await resolveConsoleSession(db, cookie, timeouts, req.get('x-interlock-background') !== '1');
     return session && cookie ? { session, cookie } : null;
   };
   const authed = (write: boolean) => async (req: Request, res: Response, next: NextFunction) => {
     try {
       const s = await sessionOf(req);
+      if (s === 'several') return sendError(res, 'missing_operator_token', SEVERAL_SESSION_COOKIES);
       if (!s) return sendError(res, 'missing_operator_token', 'Sign in to the console with an operator token');
       if (write && !csrfValid(await key(), s.cookie, req.get('x-csrf-token'))) return sendError(res, 'forbidden', 'Missing or wrong X-CSRF-Token');
       res.locals.session = s.session;

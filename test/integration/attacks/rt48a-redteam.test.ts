@@ -56,10 +56,14 @@
  *      `--token-env VAR` exists and docs/operators.md uses it, but `--token` was neither warned about
  *      nor marked unsafe in --help. Fixed: src/cli/main.ts prints one stderr line naming --token-env
  *      (TOKEN_ON_COMMAND_LINE_WARNING) and --help calls it unsafe; it keeps working (test/unit/cli/commands.test.ts).
+ *   L2 low, fixed (task low48b): readCookie took the first interlock_console cookie of the header; a
+ *      page on a sibling domain can set one for Path=/console/api, which browsers send first, and sign
+ *      the person into the setter's own session (login CSRF; needs an operator token of the attacker's
+ *      and a related domain). Fixed: src/console/session.ts names the cookie __Host-interlock_console
+ *      over TLS (Secure, Path=/, no Domain: no other host can set it; the unprefixed name is then not
+ *      read), and a request with two session cookies of the name is signed out (401) on any scheme
+ *      (test/integration/console/sessions.test.ts).
  *   Open, low (not fixed here):
- *   L2 readCookie takes the first interlock_console cookie of the header; a page on a sibling domain
- *      can set one for Path=/console/api, which browsers send first, and sign the person into the
- *      setter's own session (login CSRF; needs an operator token of the attacker's and a related domain).
  *   L3 text from an identity provider is shown raw: token subjects (console identities table, `identity
  *      show`'s table, a terminal escape sequence included) and claim attribute values (the console's
  *      "Attributes from token claims", JSON.stringify leaves bidi and C1 characters). By reading only.
