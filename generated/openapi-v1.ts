@@ -412,7 +412,7 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Every identity, by name; token-backed ones with their issuer, subject and last use (issue 26 item 4). */
+        /** Every identity, by name; token-backed ones with their issuer, subject and last use (issue 26 item 4). For display: invisible and control characters, line feeds and tabs in an issuer or subject shown as ⟨U+XXXX⟩ (GET /admin/v1/identities/{name} keeps them exact). */
         get: operations["consoleListIdentities"];
         put?: never;
         post?: never;
@@ -3825,6 +3825,7 @@ export interface operations {
                 };
                 content: {
                     "application/json": {
+                        /** @description The approval, for display: its failure's text and its claimAttributes' strings with invisible and control characters shown as ⟨U+XXXX⟩ (line feeds and tabs too in claim values); GET /admin/v1/approvals/{id} keeps them exact. */
                         approval: components["schemas"]["Approval"];
                         statement: {
                             text: string;

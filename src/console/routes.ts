@@ -145,6 +145,20 @@ export function affectedRelations(classification: Record<string, unknown>): stri
 export const SEVERAL_SESSION_COOKIES =
   "More than one console session cookie was sent (another site of this domain may have set one): signed out; clear this site's cookies, then sign in again";
 
+/** One line of an identity provider's text for the page: invisible and control characters, line feeds and tabs as ⟨U+XXXX⟩ (showInvisible). */
+const shownLine = (text: string): string => showInvisible(text, { oneLine: true }).text;
+
+/**
+ * A JSON value (claim values from an identity provider) with every string in it, object keys
+ * included, shown by shownLine; numbers, booleans and null unchanged. Display only (red team rt48a L3).
+ */
+export function shownJson(value: unknown): unknown {
+  if (typeof value === 'string') return shownLine(value);
+  if (Array.isArray(value)) return value.map(shownJson);
+  if (value !== null && typeof value === 'object') return Object.fromEntries(Object.entries(value).map(([k, v]) => [shownLine(k), shownJson(v)]));
+  return value;
+}
+
 /** Mounts /console on `app`. */
 export function mountConsole(app: Express, opts: ConsoleOptions): void {
   const { db, logger } = opts;
@@ -263,7 +277,8 @@ export function mountConsole(app: Express, opts: ConsoleOptions): void {
     return {
       // The failure's text (PostgreSQL's message, detail and hint, which quote the agent's values) with
       // invisible characters shown as ⟨U+XXXX⟩, as the statement and `approval show` (red team rt48a K4).
-      approval: { ...a, failure: a.failure && (Object.fromEntries(Object.entries(a.failure).map(([k, v]) => [k, typeof v === 'string' ? showInvisible(v).text : v])) as typeof a.failure) },
+      // The requester's claim values come from its identity provider: shown the same way (rt48a L3).
+      approval: { ...a, failure: a.failure && (Object.fromEntries(Object.entries(a.failure).map(([k, v]) => [k, typeof v === 'string' ? showInvisible(v).text : v])) as typeof a.failure), claimAttributes: a.claimAttributes && (shownJson(a.claimAttributes) as typeof a.claimAttributes) },
       statement: { text: display.text, comments: display.comments, visible: visible.text, invisible: visible.count },
       params: showInvisible(JSON.stringify(a.params, null, 2)).text,
       destructive: review.destructive,
@@ -286,7 +301,8 @@ export function mountConsole(app: Express, opts: ConsoleOptions): void {
   router.post('/console/api/approvals/:id/reject', authed(true), ...decisionBody, run(async (req, res) => backend.reject(String(req.params.id), { operator: (res.locals.session as ConsoleSession).operator, reason: reasonOf(req) })));
   router.post('/console/api/approvals/:id/requeue', authed(true), ...decisionBody, run(async (req, res) => backend.requeue(String(req.params.id), { operator: (res.locals.session as ConsoleSession).operator }), 201));
 
-  router.get('/console/api/identities', authed(false), run(async () => ({ identities: await backend.listIdentities() })));
+  // A token subject (and its issuer) is an identity provider's text: shown as ⟨U+XXXX⟩ where invisible or a control (rt48a L3).
+  router.get('/console/api/identities', authed(false), run(async () => ({ identities: (await backend.listIdentities()).map((i) => (i.subjects ? { ...i, subjects: i.subjects.map((x) => ({ ...x, issuer: shownLine(x.issuer), subject: shownLine(x.subject) })) } : i)) })));
   router.post('/console/api/identities/:name/disable', authed(true), ...jsonBody(16 * 1024), closedBody('POST /console/api/identities/{}/disable'), run(async (req, res) =>
     // Audited in the signed-in operator's name.
     directBackend(db, { connectors: opts.connectors, logger, operator: (res.locals.session as ConsoleSession).operator, governance }).setIdentityEnabled(String(req.params.name), false),
