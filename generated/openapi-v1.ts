@@ -345,7 +345,7 @@ export interface paths {
         /** The signed-in operator and the session's CSRF token. */
         get: operations["consoleWhoAmI"];
         put?: never;
-        /** Sign in with an operator token; creates a server-side session (control database) and sets the HttpOnly, SameSite=Strict session cookie (interlock_console, Path=/console, Max-Age console.session_absolute_timeout_seconds, Secure over TLS or a trusted proxy). Agent API keys are refused. */
+        /** Sign in with an operator token; creates a server-side session (control database) and sets the HttpOnly, SameSite=Strict session cookie (Max-Age console.session_absolute_timeout_seconds): over plain HTTP interlock_console, Path=/console; over TLS or a trusted proxy's HTTPS __Host-interlock_console, Path=/, Secure, no Domain (a name no other host can set). A request carrying more than one session cookie of that name is signed out (401). Agent API keys are refused. */
         post: operations["consoleSignIn"];
         /** Sign out: ends the session in the control database (every copy of the cookie, on every replica) and clears the cookie. Needs X-CSRF-Token. */
         delete: operations["consoleSignOut"];
@@ -412,7 +412,7 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Every identity, by name; token-backed ones with their issuer, subject and last use (issue 26 item 4). */
+        /** Every identity, by name; token-backed ones with their issuer, subject and last use (issue 26 item 4). For display: invisible and control characters, line feeds and tabs in an issuer or subject shown as ⟨U+XXXX⟩ (GET /admin/v1/identities/{name} keeps them exact). */
         get: operations["consoleListIdentities"];
         put?: never;
         post?: never;
@@ -3825,6 +3825,7 @@ export interface operations {
                 };
                 content: {
                     "application/json": {
+                        /** @description The approval, for display: its failure's text and its claimAttributes' strings with invisible and control characters shown as ⟨U+XXXX⟩ (line feeds and tabs too in claim values); GET /admin/v1/approvals/{id} keeps them exact. */
                         approval: components["schemas"]["Approval"];
                         statement: {
                             text: string;

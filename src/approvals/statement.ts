@@ -47,13 +47,18 @@ export interface DisplayStatement {
  */
 const INVISIBLE = /[\u0000-\u0008\u000b-\u001f\u007f-\u009f\u00a0\u00ad\u034f\u061c\u115f\u1160\u1680\u17b4\u17b5\u180b-\u180f\u2000-\u200f\u2028-\u202f\u205f-\u2069\u2800\u3000\u3164\ufe00-\ufe0f\ufeff\uffa0\ufff9-\ufffb\u{1d173}-\u{1d17a}\u{e0000}-\u{e007f}\u{e0100}-\u{e01ef}]/gu;
 
+/** INVISIBLE and also line feed and tab: for a value shown on one line (a table cell). */
+const INVISIBLE_ONE_LINE = new RegExp(`[\\t\\n]|${INVISIBLE.source}`, 'gu');
+
 /**
  * `text` with every INVISIBLE character replaced by a visible token `⟨U+XXXX⟩` (uppercase hex, at
- * least four digits); line feeds and tabs are kept. `count` is how many were replaced. Display only.
+ * least four digits); line feeds and tabs are kept, unless `oneLine` (a value shown in one table
+ * cell or line: a token subject, a claim value), which shows them too (⟨U+000A⟩, ⟨U+0009⟩). `count`
+ * is how many were replaced. Display only.
  */
-export function showInvisible(text: string): { text: string; count: number } {
+export function showInvisible(text: string, opts: { oneLine?: boolean } = {}): { text: string; count: number } {
   let count = 0;
-  const out = text.replace(INVISIBLE, (c) => {
+  const out = text.replace(opts.oneLine ? INVISIBLE_ONE_LINE : INVISIBLE, (c) => {
     count++;
     return `⟨U+${c.codePointAt(0)!.toString(16).toUpperCase().padStart(4, '0')}⟩`;
   });

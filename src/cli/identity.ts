@@ -8,6 +8,15 @@ import { shortTime, table } from './output';
 import type { CommandContext } from './context';
 import { ValidationError } from '../control/errors';
 import { attributeNumberUsable } from '../sql/row-rules/predicate';
+import { showInvisible } from '../approvals/statement';
+
+/**
+ * Text from an identity provider (a token's subject, issuer, claim values) for one line or table
+ * cell: control, bidirectional and zero-width characters, line feeds and tabs as ⟨U+XXXX⟩
+ * (showInvisible), as the approvals surfaces show an agent's text (red team rt48a L3: an ESC
+ * sequence in a subject drove the operator's terminal). `--json` keeps the exact values.
+ */
+const shown = (text: string): string => showInvisible(text, { oneLine: true }).text;
 
 /**
  * A CLI attribute value: empty → null (remove); a number, true/false or a JSON list as JSON; anything
@@ -62,8 +71,8 @@ export function registerIdentityCommands(program: Command, ctx: CommandContext):
       const lines = [
         `identity ${d.name} (${d.id}): ${d.disabled ? `disabled since ${shortTime(d.disabledAt!)}` : 'enabled'}; last use ${d.lastUsedAt ? shortTime(d.lastUsedAt) : 'never'}`,
         `keys: ${d.keys.active} active of ${d.keys.total}`,
-        ...(d.attributes && Object.keys(d.attributes).length ? [`attributes (row rules read them as identity.<name>): ${Object.entries(d.attributes).map(([k, v]) => `${k}=${JSON.stringify(v)}`).join(' ')}`] : []),
-        d.subjects.length ? table(['issuer', 'subject', 'linked', 'last use'], d.subjects.map((x) => [x.issuer, x.subject, shortTime(x.createdAt), x.lastUsedAt ? shortTime(x.lastUsedAt) : 'never'])) : 'token subjects: none',
+        ...(d.attributes && Object.keys(d.attributes).length ? [`attributes (row rules read them as identity.<name>): ${Object.entries(d.attributes).map(([k, v]) => shown(`${k}=${JSON.stringify(v)}`)).join(' ')}`] : []),
+        d.subjects.length ? table(['issuer', 'subject', 'linked', 'last use'], d.subjects.map((x) => [shown(x.issuer), shown(x.subject), shortTime(x.createdAt), x.lastUsedAt ? shortTime(x.lastUsedAt) : 'never'])) : 'token subjects: none',
         d.grants.length ? table(['source', 'role', 'granted by'], d.grants.map((g) => [g.source, g.role, g.grantedBy === 'claims' ? 'token claims' : 'operator'])) : 'grants: none',
       ];
       s.print(lines.join('\n'), d);
@@ -109,7 +118,8 @@ export function registerIdentityCommands(program: Command, ctx: CommandContext):
         const s = ctx.session(cmd);
         const b = await s.backend();
         const r = verb === 'link' ? await b.linkSubject(name, o) : await b.unlinkSubject(name, o);
-        const line = verb === 'unlink' ? `unlinked token subject ${r.subject} of ${r.issuer} from identity ${r.identity}` : r.changed ? `linked token subject ${r.subject} of ${r.issuer} to identity ${r.identity}` : `token subject ${r.subject} of ${r.issuer} is already linked to identity ${r.identity}`;
+        const [subject, issuer] = [shown(r.subject), shown(r.issuer)];
+        const line = verb === 'unlink' ? `unlinked token subject ${subject} of ${issuer} from identity ${r.identity}` : r.changed ? `linked token subject ${subject} of ${issuer} to identity ${r.identity}` : `token subject ${subject} of ${issuer} is already linked to identity ${r.identity}`;
         s.print(line, r);
       });
   }

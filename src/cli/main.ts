@@ -8,8 +8,8 @@
  *
  * Global options: --config FILE (or INTERLOCK_CONFIG), --database-url URL (else
  * INTERLOCK_DATABASE_URL / database.url, else the embedded PostgreSQL in
- * database.embedded_data_dir), --json (machine output), --server URL with --token T (or
- * --token-env VAR) for remote mode.
+ * database.embedded_data_dir), --json (machine output), --server URL with --token-env VAR (or
+ * --token T, which warns on stderr: a command line is visible to every local user) for remote mode.
  *
  * Exit codes: 0 ok; 2 bad usage or invalid input (schema error paths are listed); 3 not found;
  * 1 anything else (unreachable database, a lock not granted within INTERLOCK_LOCK_TIMEOUT_MS, failed
@@ -341,6 +341,14 @@ function untilSignal(io: CliIo, stop: () => Promise<void>): Promise<void> {
   });
 }
 
+/**
+ * The one stderr line printed when the operator token is given with `--token` (red team rt48a L1):
+ * a command line is readable by every local user (`ps`, /proc/PID/cmdline) for the command's life,
+ * an environment variable named by `--token-env` is not. `--token` keeps working.
+ */
+export const TOKEN_ON_COMMAND_LINE_WARNING =
+  'warning: --token puts the operator token on the command line, where ps shows it to every local user; put it in an environment variable and pass its name instead: --token-env INTERLOCK_TOKEN';
+
 /** Builds the commander program. `session()` gives the run's Session (created on first use). */
 function buildProgram(io: CliIo, state: { session: Session | null }): Command {
   const program = new Command();
@@ -354,8 +362,8 @@ function buildProgram(io: CliIo, state: { session: Session | null }): Command {
     .option('--database-url <url>', 'control database URL (default INTERLOCK_DATABASE_URL, else the embedded PostgreSQL)')
     .option('--json', 'machine-readable JSON output')
     .option('--server <url>', 'remote mode: send commands to the admin API (/admin/v1) of the gateway at URL')
-    .option('--token <token>', 'remote mode: operator token (ilo_…)')
-    .option('--token-env <var>', 'remote mode: environment variable holding the operator token')
+    .option('--token <token>', 'remote mode: operator token (ilo_…); unsafe: the command line is visible to every local user (ps), prefer --token-env')
+    .option('--token-env <var>', 'remote mode: environment variable holding the operator token (e.g. INTERLOCK_TOKEN; not shown by ps)')
     .version(packageVersion(), '-V, --version', 'print the InterLock version')
     // Every subcommand's --help lists the global options (--json, --config, …) too (task low47 item 3); subcommands inherit it.
     .configureHelp({ showGlobalOptions: true })
@@ -365,6 +373,8 @@ function buildProgram(io: CliIo, state: { session: Session | null }): Command {
     if (!state.session) {
       const o = cmd.optsWithGlobals() as GlobalOpts;
       state.session = new Session(o, io);
+      // The token is on the command line already (ps, /proc/PID/cmdline): it still works (scripts use it), with one warning (red team rt48a L1).
+      if (o.token !== undefined) io.err(TOKEN_ON_COMMAND_LINE_WARNING);
       const path = cmd.parent && cmd.parent.name() !== 'interlock' ? `${cmd.parent.name()} ${cmd.name()}` : cmd.name();
       state.session.createsDatabase = path === 'serve' || path === 'demo';
       if (/^(serve|demo|db )/.test(path + ' ')) state.session.assertDirect(`interlock ${path}`);

@@ -25,7 +25,8 @@
  *
  * Security: the Host/Origin guard of every non-MCP route; only operator tokens sign in (an agent
  * key is 401 invalid_operator_token, like /admin/v1); the session is server-side in the control
- * database, its id in an HttpOnly, SameSite=Strict cookie (Secure over TLS) (src/console/session.ts):
+ * database, its id in an HttpOnly, SameSite=Strict cookie (over TLS `__Host-interlock_console`, Secure,
+ * Path=/; a request with two session cookies is signed out) (src/console/session.ts):
  * sign-out, the token's revocation and the idle and absolute timeouts end it on every replica, and
  * an open event stream with it; state-changing requests need the X-CSRF-Token header; pages carry a strict Content-Security-Policy and frame-ancestors 'none'.
  * Decisions go through the same operator backend as the CLI and /admin/v1.
@@ -49,7 +50,7 @@ import { hostOriginGuard, isObject, jsonBody, routerErrorHandler, sendError } fr
 import { closedBody } from '../http/closed-body';
 import { isDestructive, reviewApprovalPlan } from './plan';
 import { requesterProblems, type RequesterProblem } from '../approvals/requester';
-import { consoleKey, createConsoleSession, csrfToken, csrfValid, DEFAULT_SESSION_TIMEOUTS, endConsoleSession, readCookie, resolveConsoleSession, sessionCookie, SESSION_COOKIE, type ConsoleSession, type SessionTimeouts } from './session';
+import { consoleKey, createConsoleSession, csrfToken, csrfValid, DEFAULT_SESSION_TIMEOUTS, endConsoleSession, readCookies, resolveConsoleSession, sessionCookie, sessionCookieName, type ConsoleSession, type SessionTimeouts } from './session';
 import { installPath } from '../install-root';
 
 /** Options of mountConsole. */
@@ -137,6 +138,27 @@ export function affectedRelations(classification: Record<string, unknown>): stri
   ];
 }
 
+/**
+ * The 401 message of a console API request carrying more than one session cookie (red team rt48a
+ * L2): it is treated as signed out, and signing in again would not help while the other cookie stays.
+ */
+export const SEVERAL_SESSION_COOKIES =
+  "More than one console session cookie was sent (another site of this domain may have set one): signed out; clear this site's cookies, then sign in again";
+
+/** One line of an identity provider's text for the page: invisible and control characters, line feeds and tabs as ⟨U+XXXX⟩ (showInvisible). */
+const shownLine = (text: string): string => showInvisible(text, { oneLine: true }).text;
+
+/**
+ * A JSON value (claim values from an identity provider) with every string in it, object keys
+ * included, shown by shownLine; numbers, booleans and null unchanged. Display only (red team rt48a L3).
+ */
+export function shownJson(value: unknown): unknown {
+  if (typeof value === 'string') return shownLine(value);
+  if (Array.isArray(value)) return value.map(shownJson);
+  if (value !== null && typeof value === 'object') return Object.fromEntries(Object.entries(value).map(([k, v]) => [shownLine(k), shownJson(v)]));
+  return value;
+}
+
 /** Mounts /console on `app`. */
 export function mountConsole(app: Express, opts: ConsoleOptions): void {
   const { db, logger } = opts;
@@ -166,14 +188,19 @@ export function mountConsole(app: Express, opts: ConsoleOptions): void {
    * X-InterLock-Background: 1, the list re-read on a queue event) does not: a write an agent queues
    * must not keep an unattended console signed in (red team rt48a K8).
    */
-  const sessionOf = async (req: Request): Promise<{ session: ConsoleSession; cookie: string } | null> => {
-    const cookie = readCookie(req.headers.cookie, SESSION_COOKIE);
+  const sessionOf = async (req: Request): Promise<{ session: ConsoleSession; cookie: string } | 'several' | null> => {
+    // Over TLS only the __Host- name counts (no other host can set it); a request with two cookies of
+    // the name is signed out, never given the first one: it may be a sibling domain's (rt48a L2).
+    const cookies = readCookies(req.headers.cookie, sessionCookieName(secure(req)));
+    if (cookies.length > 1) return 'several';
+    const cookie = cookies[0];
     const session = await resolveConsoleSession(db, cookie, timeouts, req.get('x-interlock-background') !== '1');
     return session && cookie ? { session, cookie } : null;
   };
   const authed = (write: boolean) => async (req: Request, res: Response, next: NextFunction) => {
     try {
       const s = await sessionOf(req);
+      if (s === 'several') return sendError(res, 'missing_operator_token', SEVERAL_SESSION_COOKIES);
       if (!s) return sendError(res, 'missing_operator_token', 'Sign in to the console with an operator token');
       if (write && !csrfValid(await key(), s.cookie, req.get('x-csrf-token'))) return sendError(res, 'forbidden', 'Missing or wrong X-CSRF-Token');
       res.locals.session = s.session;
@@ -250,7 +277,8 @@ export function mountConsole(app: Express, opts: ConsoleOptions): void {
     return {
       // The failure's text (PostgreSQL's message, detail and hint, which quote the agent's values) with
       // invisible characters shown as ⟨U+XXXX⟩, as the statement and `approval show` (red team rt48a K4).
-      approval: { ...a, failure: a.failure && (Object.fromEntries(Object.entries(a.failure).map(([k, v]) => [k, typeof v === 'string' ? showInvisible(v).text : v])) as typeof a.failure) },
+      // The requester's claim values come from its identity provider: shown the same way (rt48a L3).
+      approval: { ...a, failure: a.failure && (Object.fromEntries(Object.entries(a.failure).map(([k, v]) => [k, typeof v === 'string' ? showInvisible(v).text : v])) as typeof a.failure), claimAttributes: a.claimAttributes && (shownJson(a.claimAttributes) as typeof a.claimAttributes) },
       statement: { text: display.text, comments: display.comments, visible: visible.text, invisible: visible.count },
       params: showInvisible(JSON.stringify(a.params, null, 2)).text,
       destructive: review.destructive,
@@ -273,7 +301,8 @@ export function mountConsole(app: Express, opts: ConsoleOptions): void {
   router.post('/console/api/approvals/:id/reject', authed(true), ...decisionBody, run(async (req, res) => backend.reject(String(req.params.id), { operator: (res.locals.session as ConsoleSession).operator, reason: reasonOf(req) })));
   router.post('/console/api/approvals/:id/requeue', authed(true), ...decisionBody, run(async (req, res) => backend.requeue(String(req.params.id), { operator: (res.locals.session as ConsoleSession).operator }), 201));
 
-  router.get('/console/api/identities', authed(false), run(async () => ({ identities: await backend.listIdentities() })));
+  // A token subject (and its issuer) is an identity provider's text: shown as ⟨U+XXXX⟩ where invisible or a control (rt48a L3).
+  router.get('/console/api/identities', authed(false), run(async () => ({ identities: (await backend.listIdentities()).map((i) => (i.subjects ? { ...i, subjects: i.subjects.map((x) => ({ ...x, issuer: shownLine(x.issuer), subject: shownLine(x.subject) })) } : i)) })));
   router.post('/console/api/identities/:name/disable', authed(true), ...jsonBody(16 * 1024), closedBody('POST /console/api/identities/{}/disable'), run(async (req, res) =>
     // Audited in the signed-in operator's name.
     directBackend(db, { connectors: opts.connectors, logger, operator: (res.locals.session as ConsoleSession).operator, governance }).setIdentityEnabled(String(req.params.name), false),

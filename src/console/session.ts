@@ -7,16 +7,28 @@
  * - a revoked or expired operator token ends its sessions (the check joins operator_tokens);
  * - the idle timeout (no request for console.session_idle_timeout_seconds) and the absolute
  *   timeout (console.session_absolute_timeout_seconds after sign-in) are enforced in SQL.
- * The cookie is HttpOnly, SameSite=Strict, scoped to /console, and Secure when the request came
- * over TLS (a native TLS listener, or a trusted proxy's X-Forwarded-Proto: config trust_proxy). The
+ * The cookie is HttpOnly and SameSite=Strict. Over plain HTTP it is `interlock_console`, scoped to
+ * /console; when the request came over TLS (a native TLS listener, or a trusted proxy's
+ * X-Forwarded-Proto: config trust_proxy) it is `__Host-interlock_console`, Secure, Path=/ and without
+ * Domain, a name browsers refuse to take from any other host, a sibling domain included (red team
+ * rt48a L2: a page on a sibling domain could plant a more specific `interlock_console` cookie, sent
+ * first, and sign the person into its own session). A request carrying more than one session cookie
+ * of the name in use is signed out (readCookies: no guessing which one is the person's). The
  * CSRF token is an HMAC of the cookie value under a key derived from the control database's
  * pepper, sent by the page in the X-CSRF-Token header of every state-changing request.
  */
 import crypto from 'node:crypto';
 import type { ControlDb } from '../control/db';
 
-/** Name of the session cookie. */
+/** Name of the session cookie over plain HTTP (Path=/console). */
 export const SESSION_COOKIE = 'interlock_console';
+/** Name of the session cookie over TLS: the `__Host-` prefix makes browsers take it only Secure, Path=/, without Domain, from this host. */
+export const SECURE_SESSION_COOKIE = `__Host-${SESSION_COOKIE}`;
+
+/** The session cookie's name for a request over TLS (`secure`, req.secure) or plain HTTP. */
+export function sessionCookieName(secure: boolean): string {
+  return secure ? SECURE_SESSION_COOKIE : SESSION_COOKIE;
+}
 
 /** Session timeouts in seconds (config console.*; defaults in DEFAULT_CONFIG). */
 export interface SessionTimeouts {
@@ -99,16 +111,25 @@ export function csrfValid(key: Buffer, cookieValue: string, presented: string | 
   return want.length === got.length && crypto.timingSafeEqual(want, got);
 }
 
-/** The value of cookie `name` in a Cookie header, or undefined. */
-export function readCookie(header: string | undefined, name: string): string | undefined {
+/**
+ * Every value of cookie `name` in a Cookie header, in header order (names compared exactly, after
+ * trimming spaces); [] when none. A browser sends several when cookies of one name differ in path or
+ * domain: the caller must not pick one (red team rt48a L2).
+ */
+export function readCookies(header: string | undefined, name: string): string[] {
+  const values: string[] = [];
   for (const part of (header ?? '').split(';')) {
     const i = part.indexOf('=');
-    if (i > 0 && part.slice(0, i).trim() === name) return part.slice(i + 1).trim();
+    if (i > 0 && part.slice(0, i).trim() === name) values.push(part.slice(i + 1).trim());
   }
-  return undefined;
+  return values;
 }
 
-/** The Set-Cookie value of a session (empty value + Max-Age=0 clears it). Secure when the request came over TLS (req.secure). */
+/**
+ * The Set-Cookie value of a session (empty value + Max-Age=0 clears it). Over TLS (`secure`,
+ * req.secure): `__Host-interlock_console=…; Path=/; HttpOnly; SameSite=Strict; Max-Age=N; Secure`;
+ * else `interlock_console=…; Path=/console; HttpOnly; SameSite=Strict; Max-Age=N`.
+ */
 export function sessionCookie(value: string, maxAgeSeconds: number, secure: boolean): string {
-  return `${SESSION_COOKIE}=${value}; Path=/console; HttpOnly; SameSite=Strict; Max-Age=${maxAgeSeconds}${secure ? '; Secure' : ''}`;
+  return `${sessionCookieName(secure)}=${value}; Path=${secure ? '/' : '/console'}; HttpOnly; SameSite=Strict; Max-Age=${maxAgeSeconds}${secure ? '; Secure' : ''}`;
 }

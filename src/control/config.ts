@@ -143,9 +143,12 @@ export const ENV_VARS: Readonly<Record<string, readonly [string[], EnvKind]>> = 
  * config file, like --config), INTERLOCK_FIXTURES (=1 adds the test-only conformance fixture tools
  * to `interlock serve`), INTERLOCK_TEST_PG_URL (the test suite's PostgreSQL server), and the launcher's
  * INTERLOCK_RUNTIME, INTERLOCK_DIST_DIR and INTERLOCK_RUNTIME_REPORT (bin/runtime.js: compiled tree or sources),
- * and INTERLOCK_LOCK_TIMEOUT_MS (the operator CLI's lock_timeout on the control database, src/cli/bounds.ts).
+ * INTERLOCK_LOCK_TIMEOUT_MS (the operator CLI's lock_timeout on the control database, src/cli/bounds.ts),
+ * and INTERLOCK_TOKEN (the operator token the remote CLI reads with `--token-env INTERLOCK_TOKEN`, as
+ * docs/operators.md and the --token warning name it: exported in a shell, it must not make that
+ * shell's direct-mode commands refuse their configuration).
  */
-export const OTHER_ENV_VARS: readonly string[] = Object.freeze(['INTERLOCK_CONFIG', 'INTERLOCK_FIXTURES', 'INTERLOCK_TEST_PG_URL', 'INTERLOCK_RUNTIME', 'INTERLOCK_DIST_DIR', 'INTERLOCK_RUNTIME_REPORT', 'INTERLOCK_LOCK_TIMEOUT_MS']);
+export const OTHER_ENV_VARS: readonly string[] = Object.freeze(['INTERLOCK_CONFIG', 'INTERLOCK_FIXTURES', 'INTERLOCK_TEST_PG_URL', 'INTERLOCK_RUNTIME', 'INTERLOCK_DIST_DIR', 'INTERLOCK_RUNTIME_REPORT', 'INTERLOCK_LOCK_TIMEOUT_MS', 'INTERLOCK_TOKEN']);
 
 /** Options of loadConfig. */
 export interface LoadConfigOptions {

@@ -266,8 +266,11 @@
     } catch (e) { handle(e); }
   }
 
+  // A request with two session cookies is signed out (red team rt48a L2): say why, since signing in again alone does not help.
+  function severalCookies(e) { return !!(e && e.status === 401 && /^More than one console session cookie/.test(e.message || '')); }
+
   function handle(e) {
-    if (e && e.status === 401) { showSignedOut(); $('signin-error').textContent = 'Your session ended: sign in again.'; return; }
+    if (e && e.status === 401) { showSignedOut(); $('signin-error').textContent = severalCookies(e) ? e.message : 'Your session ended: sign in again.'; return; }
     say('Error: ' + (e && e.message ? e.message : String(e)));
   }
 
@@ -296,5 +299,5 @@
   $('reject').addEventListener('click', () => decide('reject'));
   $('requeue').addEventListener('click', () => decide('requeue'));
 
-  api('GET', '/session').then((r) => { csrf = r.csrfToken; showSignedIn(r.operator); }, () => showSignedOut());
+  api('GET', '/session').then((r) => { csrf = r.csrfToken; showSignedIn(r.operator); }, (e) => { showSignedOut(); if (severalCookies(e)) $('signin-error').textContent = e.message; });
 })();

@@ -51,16 +51,24 @@
  *      session's idle clock, so an agent queuing a write every half hour kept an unattended, signed-in
  *      console open until the absolute timeout (8 h), against "an open page left alone still times
  *      out". Fixed: the page marks those reads X-InterLock-Background: 1, which do not touch the clock.
- *   Open, low (not fixed here):
- *   L1 the remote CLI takes the operator token on the command line (`--token T`), where `ps` and
- *      /proc/PID/cmdline show it to every local user for the command's life; `--token-env VAR` exists
- *      and docs/operators.md uses it, but `--token` is neither warned about nor marked unsafe in --help.
- *   L2 readCookie takes the first interlock_console cookie of the header; a page on a sibling domain
- *      can set one for Path=/console/api, which browsers send first, and sign the person into the
- *      setter's own session (login CSRF; needs an operator token of the attacker's and a related domain).
- *   L3 text from an identity provider is shown raw: token subjects (console identities table, `identity
- *      show`'s table, a terminal escape sequence included) and claim attribute values (the console's
- *      "Attributes from token claims", JSON.stringify leaves bidi and C1 characters). By reading only.
+ *   L1 low, fixed (task low48b): the remote CLI takes the operator token on the command line (`--token
+ *      T`), where `ps` and /proc/PID/cmdline show it to every local user for the command's life;
+ *      `--token-env VAR` exists and docs/operators.md uses it, but `--token` was neither warned about
+ *      nor marked unsafe in --help. Fixed: src/cli/main.ts prints one stderr line naming --token-env
+ *      (TOKEN_ON_COMMAND_LINE_WARNING) and --help calls it unsafe; it keeps working (test/unit/cli/commands.test.ts).
+ *   L2 low, fixed (task low48b): readCookie took the first interlock_console cookie of the header; a
+ *      page on a sibling domain can set one for Path=/console/api, which browsers send first, and sign
+ *      the person into the setter's own session (login CSRF; needs an operator token of the attacker's
+ *      and a related domain). Fixed: src/console/session.ts names the cookie __Host-interlock_console
+ *      over TLS (Secure, Path=/, no Domain: no other host can set it; the unprefixed name is then not
+ *      read), and a request with two session cookies of the name is signed out (401) on any scheme
+ *      (test/integration/console/sessions.test.ts).
+ *   L3 low, fixed (task low48b): text from an identity provider was shown raw: token subjects (console
+ *      identities table, `identity show`'s table, a terminal escape sequence included) and claim
+ *      attribute values (the console's "Attributes from token claims", JSON.stringify leaves bidi and
+ *      C1 characters). Fixed: `identity show` (and link/unlink) and the console's identities and
+ *      approval detail show them with showInvisible (one-line form: line feeds and tabs too);
+ *      `approval show` already did.
  *
  * Held (no finding): approvals racing through two console sessions, the admin API and a reject run
  * the write once (one 200, three 409); a change needs this session's CSRF token (none or another
@@ -82,7 +90,7 @@ import { startGovernedEnv, callTool, sourceQuery, playlistOwnerKey, type Governe
 import { disableIdentity, enableIdentity } from '../../../src/control/identities';
 import { createOperatorToken } from '../../../src/admin/tokens';
 import { remoteBackend } from '../../../src/admin/client';
-import { getApproval } from '../../../src/control/approvals';
+import { createApproval, getApproval } from '../../../src/control/approvals';
 import { paramsForDisplay, showInvisible } from '../../../src/approvals/statement';
 import { chatText, startWebhookDispatcher } from '../../../src/approvals/webhooks';
 import pg from 'pg';
@@ -482,5 +490,67 @@ describe('held: the remote CLI', () => {
       target.close();
       redirecting.close();
     }
+  });
+});
+
+// L3: a token's subject and its claim values are the identity provider's text (an IdP whose users
+// choose their own ids or profile fields, or a compromised one). Shown failing before the fix:
+// `identity show` printed the ESC sequences and U+202E raw (they drive the operator's terminal:
+// window title, cleared screen, concealed or reversed text), and the console's identities and the
+// approval detail's claim values carried them raw. `approval show` already showed its claim values
+// (showInvisible over the whole text, hnu43): asserted here as held.
+describe('L3 (low, fixed): text from an identity provider is shown as ⟨U+XXXX⟩', () => {
+  const ISSUER = 'https://idp.rt48a.example/';
+  // OSC 0 (window title) ended by BEL, then "clear screen", then a right-to-left override.
+  const SUBJECT = 'user\u001b]0;pwned\u0007\u001b[2J|\u202Egnp.exe';
+  const SHOWN_SUBJECT = 'user⟨U+001B⟩]0;pwned⟨U+0007⟩⟨U+001B⟩[2J|⟨U+202E⟩gnp.exe';
+  // SGR 8 (conceal) and a right-to-left override in a claim value; a line feed in a second one.
+  const CLAIMS = { region: 'eu\u001b[8m\u202Esu', team: 'a\nb' };
+  let approvalId: string;
+  const cli = async (...argv: string[]) => {
+    const { runCli } = await import('../../../src/cli/main');
+    const out: string[] = [];
+    const err: string[] = [];
+    const code = await runCli(['--database-url', env.db.url, ...argv], { out: (x) => void out.push(x), err: (x) => void err.push(x) });
+    return { code, out: out.join('\n'), err: err.join('\n') };
+  };
+  beforeAll(async () => {
+    const idn = await env.db.pool.query<{ id: string }>("SELECT id FROM identities WHERE name = 'demo-agent'");
+    await env.db.pool.query('INSERT INTO identity_subjects (issuer, subject, identity_id) VALUES ($1, $2, $3)', [ISSUER, SUBJECT, idn.rows[0].id]);
+    // The write as a token identity queues it: the same approval with the claim values kept (immutable once stored).
+    const q = (await getApproval(env.db, await queue("INSERT INTO playlist (playlist_id, name) VALUES (48301, 'rt48a L3')")))!;
+    approvalId = (await createApproval(env.db, { sourceId: q.sourceId, identityId: q.identityId, keyId: q.keyId, requestId: `${q.requestId}-l3`, sql: q.sql, params: q.params, classification: q.classification, claimAttributes: CLAIMS })).id;
+  });
+  afterAll(async () => {
+    await env.db.pool.query('DELETE FROM identity_subjects WHERE issuer = $1', [ISSUER]);
+  });
+
+  test('interlock identity show: the subject as ⟨U+XXXX⟩ in its table row, no control or bidi character printed', async () => {
+    const r = await cli('identity', 'show', 'demo-agent');
+    expect([r.code, r.err]).toEqual([0, '']);
+    const rows = r.out.split('\n').filter((l) => l.startsWith(ISSUER));
+    expect(rows.map((l) => l.replace(/\d{4}-\d\d-\d\d \d\d:\d\d:\d\dZ/, 'TIME'))).toEqual([`${ISSUER}  ${SHOWN_SUBJECT}  TIME  never`]);
+    expect(r.out).not.toMatch(/[\u0000-\u0008\u000b-\u001f\u007f-\u009f\u202a-\u202e\u2066-\u2069]/);
+    // --json keeps the exact value (machine output).
+    const json = await cli('--json', 'identity', 'show', 'demo-agent');
+    expect(JSON.parse(json.out).subjects.find((x: { issuer: string }) => x.issuer === ISSUER).subject).toBe(SUBJECT);
+  });
+
+  test('held: interlock approval show prints the claim values with ⟨U+XXXX⟩ (ESC is escaped by JSON)', async () => {
+    const r = await cli('approval', 'show', approvalId);
+    expect(r.code).toBe(0);
+    expect(r.out).toContain('attributes from token claims (kept with the write; the identity record\'s values win at approval): region="eu\\u001b[8m⟨U+202E⟩su" team="a\\nb"');
+    expect(r.out).not.toMatch(/[\u0000-\u0008\u000b-\u001f\u007f-\u009f\u202a-\u202e\u2066-\u2069]/);
+  });
+
+  test("the console: the identities' subjects and the approval detail's claim values as ⟨U+XXXX⟩", async () => {
+    const s = await signIn();
+    const ids = await http('GET', '/console/api/identities', { cookie: s.cookie });
+    expect(ids.status).toBe(200);
+    const demo = (ids.json.identities as Array<{ name: string; subjects?: Array<{ issuer: string; subject: string }> }>).find((i) => i.name === 'demo-agent')!;
+    expect(demo.subjects!.filter((x) => x.issuer === ISSUER).map((x) => x.subject)).toEqual([SHOWN_SUBJECT]);
+    const detail = await http('GET', `/console/api/approvals/${approvalId}`, { cookie: s.cookie });
+    expect(detail.status).toBe(200);
+    expect(detail.json.approval.claimAttributes).toEqual({ region: 'eu⟨U+001B⟩[8m⟨U+202E⟩su', team: 'a⟨U+000A⟩b' });
   });
 });

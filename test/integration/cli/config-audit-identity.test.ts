@@ -25,8 +25,11 @@ beforeAll(async () => {
   env = await startGovernedEnv();
   base = env.url.replace(/\/mcp$/, '');
   token = (await createOperatorToken(env.db, 'ops-anna')).secret;
+  // The remote CLI reads it with --token-env (--token would warn on stderr: rt48a L1).
+  process.env.IL_TEST_CLI_OPERATOR_TOKEN = token;
 });
 afterAll(async () => {
+  delete process.env.IL_TEST_CLI_OPERATOR_TOKEN;
   await env?.close();
 });
 
@@ -34,7 +37,7 @@ afterAll(async () => {
 async function cli(remote: boolean, ...args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
   let stdout = '';
   let stderr = '';
-  const conn = remote ? ['--server', base, '--token', token] : ['--database-url', env.db.url];
+  const conn = remote ? ['--server', base, '--token-env', 'IL_TEST_CLI_OPERATOR_TOKEN'] : ['--database-url', env.db.url];
   const code = await runCli([...conn, ...args], { out: (t) => (stdout += t.endsWith('\n') ? t : t + '\n'), err: (t) => (stderr += t.endsWith('\n') ? t : t + '\n') });
   return { code, stdout, stderr };
 }

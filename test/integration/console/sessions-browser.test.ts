@@ -58,8 +58,9 @@ run('console sessions and requester checks in headless Chromium', () => {
     const a = await browser.newContext({ ignoreHTTPSErrors: true });
     const pageA = await signedInPage(a);
     const cookies = await a.cookies();
-    const session = cookies.find((c) => c.name === 'interlock_console')!;
-    expect(session).toMatchObject({ httpOnly: true, sameSite: 'Strict', path: '/console', secure: true });
+    // Over TLS the __Host- name, Path=/ (rt48a L2).
+    const session = cookies.find((c) => c.name === '__Host-interlock_console')!;
+    expect(session).toMatchObject({ httpOnly: true, sameSite: 'Strict', path: '/', secure: true });
 
     // A second browser with a copy of the cookie is signed in too (the page opens straight to the queue).
     const b = await browser.newContext({ ignoreHTTPSErrors: true });

@@ -127,6 +127,57 @@ test('trust_proxy: behind a trusted proxy X-Forwarded-Proto https makes the cook
   expect((await signIn(originOf(env.url), token.secret, { 'x-forwarded-proto': 'https' })).setCookie).toMatch(/; Max-Age=28800$/);
 });
 
+// Red team rt48a L2 (cookie tossing): a page on a sibling domain can set an interlock_console cookie
+// for a more specific path (/console/api), which the browser sends first; the console took the first
+// one and signed the person into the setter's session. Shown failing before the fix: two cookies
+// answered 200 as the first one's operator, and over HTTPS the cookie was named interlock_console.
+describe('two session cookies, and the __Host- name over HTTPS (rt48a L2)', () => {
+  const SEVERAL = { error: 'unauthorized', code: 'missing_operator_token', message: "More than one console session cookie was sent (another site of this domain may have set one): signed out; clear this site's cookies, then sign in again" };
+  const call = async (base: string, cookie: string, init: { method?: string; headers?: Record<string, string>; path?: string } = {}) => {
+    const r = await fetch(base + (init.path ?? '/console/api/session'), { method: init.method ?? 'GET', headers: { cookie, ...(init.headers ?? {}) } });
+    return { status: r.status, json: (await r.json().catch(() => null)) as unknown, setCookie: r.headers.get('set-cookie') };
+  };
+  let attacker: { secret: string; tokenId: string };
+  beforeAll(async () => {
+    attacker = await createOperatorToken(env.db, 'ops-mallory');
+  });
+
+  test('over HTTP: a request with two interlock_console cookies is signed out (401 for every API call), whichever comes first', async () => {
+    const base = originOf(env.url);
+    const planted = await signIn(base, attacker.secret);
+    const own = await signIn(base);
+    expect((await call(base, own.cookie)).json).toMatchObject({ operator: 'ops-sam' });
+    for (const header of [`${planted.cookie}; ${own.cookie}`, `${own.cookie}; ${planted.cookie}`, `${own.cookie}; ${own.cookie}`]) {
+      expect(await call(base, header)).toEqual({ status: 401, json: SEVERAL, setCookie: null });
+      expect((await call(base, header, { path: '/console/api/approvals' })).status).toBe(401);
+      expect((await call(base, header, { path: '/console/api/events' })).status).toBe(401);
+      // A change (with the first cookie's CSRF token) is refused the same way and changes nothing.
+      expect((await call(base, header, { method: 'DELETE', headers: { 'x-csrf-token': header.startsWith(planted.cookie) ? planted.csrf : own.csrf } })).status).toBe(401);
+    }
+    // Each alone is still its own session (nothing was signed out above).
+    expect([(await call(base, own.cookie)).json, (await call(base, planted.cookie)).json]).toMatchObject([{ operator: 'ops-sam' }, { operator: 'ops-mallory' }]);
+  });
+
+  test('over HTTPS (a trusted proxy): the cookie is __Host-interlock_console, Path=/, Secure; a planted interlock_console is not read; two __Host- cookies are signed out', async () => {
+    const base = originOf(proxied.url);
+    const https = { 'x-forwarded-proto': 'https' };
+    const own = await signIn(base, token.secret, https);
+    expect(own.setCookie).toMatch(/^__Host-interlock_console=[A-Za-z0-9_-]{43}; Path=\/; HttpOnly; SameSite=Strict; Max-Age=28800; Secure$/);
+    expect((await call(base, own.cookie, { headers: https })).json).toMatchObject({ operator: 'ops-sam' });
+    // A sibling domain can set only the unprefixed name: over HTTPS it is no session, beside the person's or alone.
+    const planted = (await signIn(base, attacker.secret)).cookie;
+    expect(planted).toMatch(/^interlock_console=/);
+    expect((await call(base, `${planted}; ${own.cookie}`, { headers: https })).json).toMatchObject({ operator: 'ops-sam' });
+    expect((await call(base, planted, { headers: https })).status).toBe(401);
+    const other = (await signIn(base, attacker.secret, https)).cookie;
+    expect(await call(base, `${other}; ${own.cookie}`, { headers: https })).toEqual({ status: 401, json: SEVERAL, setCookie: null });
+    // Sign-out clears the same name and path.
+    const out = await call(base, own.cookie, { method: 'DELETE', headers: { ...https, 'x-csrf-token': own.csrf } });
+    expect([out.status, out.setCookie]).toEqual([200, '__Host-interlock_console=; Path=/; HttpOnly; SameSite=Strict; Max-Age=0; Secure']);
+    expect((await call(base, own.cookie, { headers: https })).status).toBe(401);
+  });
+});
+
 describe('listen.tls', () => {
   let tlsGateway: GovernedGateway;
   let first: TestCert;
@@ -158,7 +209,8 @@ describe('listen.tls', () => {
     const r = await httpsCall(`${originOf(tlsGateway.url)}/console/api/session`, [first.cert], { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ token: token.secret }) });
     expect(r.status).toBe(200);
     expect(r.fingerprint).toBe(first.fingerprint);
-    expect(String(r.headers['set-cookie'])).toMatch(/^interlock_console=[A-Za-z0-9_-]{43}; Path=\/console; HttpOnly; SameSite=Strict; Max-Age=28800; Secure$/);
+    // Over TLS the __Host- name (rt48a L2): no other host, a sibling domain included, can set it.
+    expect(String(r.headers['set-cookie'])).toMatch(/^__Host-interlock_console=[A-Za-z0-9_-]{43}; Path=\/; HttpOnly; SameSite=Strict; Max-Age=28800; Secure$/);
     const cookie = String(r.headers['set-cookie']).split(';')[0];
     expect((await httpsCall(`${originOf(tlsGateway.url)}/console/api/session`, [first.cert], { headers: { cookie } })).status).toBe(200);
   });

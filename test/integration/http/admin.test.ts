@@ -30,8 +30,11 @@ beforeAll(async () => {
   const t = await createOperatorToken(env.db, 'ops-anna');
   token = t.secret;
   tokenId = t.tokenId;
+  // The remote CLI reads it with --token-env (--token would warn on stderr: rt48a L1).
+  process.env.IL_TEST_ADMIN_OPERATOR_TOKEN = token;
 });
 afterAll(async () => {
+  delete process.env.IL_TEST_ADMIN_OPERATOR_TOKEN;
   await env?.close();
 });
 
@@ -138,7 +141,7 @@ describe('resources', () => {
     const remote = async (...args: string[]) => {
       const out: string[] = [];
       const err: string[] = [];
-      const code = await runCli(['--server', base, '--token', token, ...args], { out: (x) => void out.push(x), err: (x) => void err.push(x) });
+      const code = await runCli(['--server', base, '--token-env', 'IL_TEST_ADMIN_OPERATOR_TOKEN', ...args], { out: (x) => void out.push(x), err: (x) => void err.push(x) });
       return { code, out, err };
     };
     expect(await remote('identity', 'link', 'api-subject-b', '--issuer', issuer, '--subject', 'user/7')).toEqual({ code: 0, out: [`linked token subject user/7 of ${issuer} to identity api-subject-b`], err: [] });
@@ -391,7 +394,7 @@ describe('the CLI in remote mode (--server URL --token T)', () => {
   }
 
   test('commands go through the admin API with the same output and exit codes', async () => {
-    const remote = ['--server', base, '--token', token];
+    const remote = ['--server', base, '--token-env', 'IL_TEST_ADMIN_OPERATOR_TOKEN'];
     expect(await cli(...remote, 'identity', 'create', 'remote-agent')).toMatchObject({ code: 0, stdout: expect.stringMatching(/^created identity remote-agent \(idn_[0-9a-f]{20}\)/) });
     expect(await cli(...remote, 'identity', 'create', 'remote-agent')).toEqual({ code: 2, stdout: '', stderr: 'error: identity "remote-agent" already exists\n' });
     expect(await cli(...remote, 'identity', 'disable', 'ghost')).toEqual({ code: 3, stdout: '', stderr: 'error: identity "ghost" not found\n' });
@@ -557,7 +560,7 @@ describe('source lifecycle and declarative configuration (issue 16)', () => {
     let stdout = '';
     let stderr = '';
     const io = { out: (t: string) => (stdout += t.endsWith('\n') ? t : t + '\n'), err: (t: string) => (stderr += t.endsWith('\n') ? t : t + '\n') };
-    const remote = ['--server', base, '--token', token];
+    const remote = ['--server', base, '--token-env', 'IL_TEST_ADMIN_OPERATOR_TOKEN'];
     expect(await runCli([...remote, '--json', 'export'], io)).toBe(0);
     const remoteDoc = JSON.parse(stdout);
     expect(remoteDoc.sources.find((s: { id: string }) => s.id === 'chinook').description).toBe('Chinook, managed as code');

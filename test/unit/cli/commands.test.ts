@@ -5,8 +5,9 @@
 import type { Command } from 'commander';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { cliProgram, curlExample } from '../../../src/cli/main';
+import { cliProgram, curlExample, runCli } from '../../../src/cli/main';
 import { indexStatusTable } from '../../../src/cli/discovery-index';
+import { loadConfig } from '../../../src/control/config';
 
 /** Every command below `c`, as "parent child" paths. */
 function allCommands(c: Command, path: string[] = []): Array<{ path: string; cmd: Command }> {
@@ -73,5 +74,43 @@ describe('the startup banner\'s curl line (hgov item 3)', () => {
     const banner = curlExample('http://127.0.0.1:8787/mcp', '<key>', 'chinook');
     expect(headers(banner)).toEqual(headers(example));
     expect(headers(banner)).toEqual(['accept: application/json, text/event-stream', 'authorization: Bearer <key>', 'content-type: application/json', 'mcp-protocol-version: 2025-11-25']);
+  });
+});
+
+// Red team rt48a L1: `--token T` puts the operator token where `ps` and /proc/PID/cmdline show it to
+// every local user. It keeps working (scripts use it) with one warning line on stderr naming
+// --token-env; --token-env prints none. Shown failing before the fix: stderr held only the error line.
+describe('--token on the command line (rt48a L1)', () => {
+  const WARNING = 'warning: --token puts the operator token on the command line, where ps shows it to every local user; put it in an environment variable and pass its name instead: --token-env INTERLOCK_TOKEN';
+  const UNREACHABLE = expect.stringMatching(/^error: cannot reach the admin API at http:\/\/127\.0\.0\.1:1\/admin\/v1 \(/);
+  async function run(argv: string[]): Promise<{ code: number; out: string[]; err: string[] }> {
+    const out: string[] = [];
+    const err: string[] = [];
+    const code = await runCli(argv, { out: (t) => void out.push(t), err: (t) => void err.push(t) });
+    return { code, out, err };
+  }
+
+  test('--token still works and warns once on stderr, first', async () => {
+    expect(await run(['--server', 'http://127.0.0.1:1', '--token', 'ilo_' + 'x'.repeat(43), 'identity', 'list'])).toEqual({ code: 1, out: [], err: [WARNING, UNREACHABLE] });
+  });
+
+  test('--token-env: no warning', async () => {
+    process.env.IL_TEST_L1_OPERATOR_TOKEN = 'ilo_' + 'x'.repeat(43);
+    try {
+      expect(await run(['--server', 'http://127.0.0.1:1', '--token-env', 'IL_TEST_L1_OPERATOR_TOKEN', 'identity', 'list'])).toEqual({ code: 1, out: [], err: [UNREACHABLE] });
+    } finally {
+      delete process.env.IL_TEST_L1_OPERATOR_TOKEN;
+    }
+  });
+
+  test('INTERLOCK_TOKEN, the variable the warning and docs name, is a known variable: exported, it does not fail the configuration', () => {
+    expect(loadConfig({ env: { INTERLOCK_TOKEN: 'ilo_' + 'x'.repeat(43) } }).listen.port).toBe(8787);
+  });
+
+  test('--help marks --token unsafe and names --token-env', () => {
+    // Whitespace collapsed: commander wraps the description to the terminal's width.
+    const help = cliProgram(silent).helpInformation().replace(/\s+/g, ' ');
+    expect(help).toMatch(/--token <token> +remote mode: operator token \(ilo_…\); unsafe: the command line is visible to every local user \(ps\), prefer --token-env/);
+    expect(help).toMatch(/--token-env <var> +remote mode: environment variable holding the operator token \(e\.g\. INTERLOCK_TOKEN; not shown by ps\)/);
   });
 });
