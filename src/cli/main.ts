@@ -407,12 +407,25 @@ function buildProgram(io: CliIo, state: { session: Session | null }): Command {
     async (o: { host?: string; port?: number }, cmd: Command) => {
       const s = session(cmd);
       const cfg = s.config({ listen: { ...(o.host ? { host: o.host } : {}), ...(o.port !== undefined ? { port: o.port } : {}) } });
-      const { adminUrl } = await s.databaseUrls();
-      const db = await s.db();
-      const setup = await provisionDemoSetup({ adminUrl, controlDb: db, logger: s.logger });
-      const { startGovernedGateway } = loadGateway();
-      const gw = await startGovernedGateway({ db, config: cfg, auditKeys: () => s.auditKeys(true) });
-      // Only once the gateway listens: a failed start (a busy port) leaves no new key behind.
+      // The port first, before the embedded server starts, the demo file is applied or a key revoked:
+      // a start that fails on a taken port changes nothing (task nu48fix item 1). The gateway takes this
+      // listener over; until then it answers 503 `unavailable`.
+      const { bindListener } = require('../server') as typeof import('../server'); // eslint-disable-line @typescript-eslint/no-require-imports
+      const held = await bindListener({ host: cfg.listen.host, port: cfg.listen.port, requestTimeoutMs: cfg.listen.request_timeout_ms, headersTimeoutMs: cfg.listen.headers_timeout_ms, tls: cfg.listen.tls });
+      let gw: Awaited<ReturnType<ReturnType<typeof loadGateway>['startGovernedGateway']>>;
+      let setup: Awaited<ReturnType<typeof provisionDemoSetup>>;
+      let db: ControlDb;
+      try {
+        const { adminUrl } = await s.databaseUrls();
+        db = await s.db();
+        setup = await provisionDemoSetup({ adminUrl, controlDb: db, logger: s.logger });
+        const { startGovernedGateway } = loadGateway();
+        gw = await startGovernedGateway({ db, config: cfg, server: held, auditKeys: () => s.auditKeys(true) });
+      } catch (err) {
+        await new Promise<void>((resolve) => held.close(() => resolve()));
+        throw err;
+      }
+      // Only once the gateway serves: a failed start leaves no new key behind.
       const key = await issueDemoKey(db, setup.identityId);
       const demo = { ...setup, apiKey: key.apiKey, keyId: key.keyId };
       const consoleUrl = new URL('/console', gw.url).toString();
