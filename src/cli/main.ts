@@ -728,6 +728,20 @@ export function checkAuditDecision(decision: string): void {
   );
 }
 
+/** The plural each noun's list command shows (task nu48fix item 2c). */
+const LISTED_NOUNS: Record<string, string> = { role: 'roles', approval: 'approvals', source: 'sources', identity: 'identities' };
+
+/**
+ * The line of a "not found" error (ControlError not_found) about a role, approval, source or
+ * identity, worded as src/control and the admin API word it (`role "x" not found`, `approval apr_… not
+ * found`), with the command that lists them appended: `role "x" not found (interlock role list shows
+ * the roles)` (a new user's trial, task nu48fix item 2c). Any other message is returned as it is.
+ */
+export function withListCommand(message: string): string {
+  const noun = /^(role|approval|source|identity) (?:"[^"]*"|\S+) not found$/.exec(message)?.[1];
+  return noun ? `${message} (interlock ${noun} list shows the ${LISTED_NOUNS[noun]})` : message;
+}
+
 /**
  * Exit code for an error thrown by a command (docs/operators.md "Exit codes", the program's --help):
  * 3 not found; 2 validation, conflict, forbidden (self-approval); EXIT_NOT_CONFIRMED (4) an approval
@@ -775,7 +789,7 @@ export async function runCli(argv: string[], io: CliIo = processIo): Promise<num
       }
       code = exitCodeFor(err);
       const e = err as Error & { details?: string[] };
-      io.err(`error: ${e.message ?? String(err)}`);
+      io.err(`error: ${err instanceof ControlError && err.kind === 'not_found' ? withListCommand(e.message) : (e.message ?? String(err))}`);
       if ((e as { code?: string }).code === 'EADDRINUSE') io.err('  the port is taken (another gateway running?): choose another with --port N or INTERLOCK_PORT=N');
       for (const d of e.details ?? []) io.err(`  ${d}`);
       if (!(err instanceof ControlError) && !(e as { code?: string }).code && process.env.INTERLOCK_LOG_LEVEL === 'debug') io.err(String(e.stack));
