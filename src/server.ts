@@ -11,6 +11,7 @@ import type { Logger } from 'pino';
 import { createLogger } from './observability/logger';
 import { createGatewayApp, type GatewayApp, type GatewayAppOptions } from './transport/app';
 import { installFrontDoor } from './transport/front-door';
+import { HTTP_ERROR_CODES } from './transport/http-errors';
 
 /** A listening gateway. `url` is the MCP endpoint, e.g. http://127.0.0.1:8787/mcp. */
 export interface RunningGateway {
@@ -73,18 +74,41 @@ export function serverTimeouts(opts: ListenOptions): { requestTimeout: number; h
   return { requestTimeout, headersTimeout, connectionsCheckingInterval: Math.max(100, Math.min(5000, Math.floor(headersTimeout / 4))) };
 }
 
+/**
+ * Answers a request that reaches a listener bound by bindListener before a gateway took it over:
+ * HTTP 503 with Retry-After: 1 and the ErrorBody `{error, code: "unavailable", message}`
+ * (spec/errors-v1.json httpErrors), so a client that is early retries instead of hanging.
+ */
+export function startingHandler(_req: IncomingMessage, res: ServerResponse): void {
+  const body = JSON.stringify({ error: HTTP_ERROR_CODES.unavailable.error, code: 'unavailable', message: 'InterLock is starting: try again in a moment' });
+  res.writeHead(HTTP_ERROR_CODES.unavailable.status, { 'Content-Type': 'application/json; charset=utf-8', 'Retry-After': '1', 'Content-Length': Buffer.byteLength(body) });
+  res.end(body);
+}
+
+/**
+ * Binds `opts.host` (default 127.0.0.1) and `opts.port` (0 picks a free port) with the request
+ * timeouts and, with `opts.tls`, the certificate of `opts`, serving `handler` (default
+ * startingHandler). Resolves with the listening server; rejects with the listen error (code
+ * EADDRINUSE for a taken port; a TLS file's read error) and leaves nothing listening. `interlock
+ * demo` binds first and hands the server to the gateway (ListenOptions.server), so a start that
+ * fails on its port has changed nothing (task nu48fix item 1).
+ */
+export function bindListener(opts: ListenOptions, handler: (req: IncomingMessage, res: ServerResponse) => void = startingHandler): Promise<Server> {
+  return new Promise((resolve, reject) => {
+    // The gateway's own listener: /mcp goes straight to the MCP handler, the rest to Express (issue 13).
+    // With listen.tls the same handler behind node:https (issue 24, item 3).
+    const s: Server = opts.tls ? createTlsServer({ ...serverTimeouts(opts), ...readTlsFiles(opts.tls) }, handler) : createServer(serverTimeouts(opts), handler);
+    s.once('listening', () => resolve(s));
+    s.once('error', reject);
+    s.listen(opts.port ?? 0, opts.host ?? '127.0.0.1');
+  });
+}
+
 /** Listens on host:port (port 0 picks a free port), with the request timeouts of `opts`. Rejects when the port cannot be bound. */
 export async function listenGateway(opts: GatewayAppOptions & ListenOptions): Promise<RunningGateway> {
   const gateway = createGatewayApp({ ...opts, logger: opts.logger ?? createLogger() });
   const host = opts.host ?? '127.0.0.1';
-  const server: Server = opts.server ? takeOver(opts.server, gateway.handler) : await new Promise((resolve, reject) => {
-    // The gateway's own listener: /mcp goes straight to the MCP handler, the rest to Express (issue 13).
-    // With listen.tls the same handler behind node:https (issue 24, item 3).
-    const s: Server = opts.tls ? createTlsServer({ ...serverTimeouts(opts), ...readTlsFiles(opts.tls) }, gateway.handler) : createServer(serverTimeouts(opts), gateway.handler);
-    s.once('listening', () => resolve(s));
-    s.once('error', reject);
-    s.listen(opts.port ?? 0, host);
-  });
+  const server: Server = opts.server ? takeOver(opts.server, gateway.handler) : await bindListener({ ...opts, host }, gateway.handler);
   server.keepAliveTimeout = 65_000;
   // The front door (issue 29 (a)): refusals at capacity decided before node:http's parser, plain HTTP only.
   if (!opts.tls && gateway.frontDoor && gateway.deps.capacity?.settings.frontDoor !== false) {

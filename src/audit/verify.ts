@@ -106,6 +106,15 @@ export interface VerifyReport {
    * `keyIdsGiven`: the ids of the keys verify was given, sorted (not secret).
    */
   keyed: { batches: number; authenticated: number; unauthenticated: number; fault: 'key_needed' | null; keyedSince: string | null; keyIdsGiven: string[] };
+  /**
+   * Batches checked (they matched) that are chained but not keyed, by what they hold (task nu48fix
+   * item 3; docs/operators.md "The audit key"): `approvals`, the approval events' chain (formats 1
+   * and 2: approvals, token sign-ins with the identities and grants they make, queued writes'
+   * tool-call events, older config events), sealed by the database's functions and never keyed;
+   * `config`, governance changes (format 4), likewise; `calls`, tool calls of writer lanes without
+   * the audit key (format 3; past `keyed.keyedSince` they are `unkeyed_batch` faults instead).
+   */
+  unkeyed: { approvals: number; config: number; calls: number };
 }
 
 /** Batches read per page (fewer when they hold more than PAGE_EVENTS events together). */
@@ -385,6 +394,7 @@ export async function verifyAuditChain(db: ControlDb, opts: { since?: Date; arch
       firstMismatch: null,
       pending: { events: 0, oldest: null, stale: 0, fault: null },
       keyed: { batches: 0, authenticated: 0, unauthenticated: 0, fault: null, keyedSince: null, keyIdsGiven: [...keys.keys()].sort() },
+      unkeyed: { approvals: 0, config: 0, calls: 0 },
     };
     // From which batch id an unkeyed (format-3) batch is a fault: the owner's audit_keyed_trail, else the first keyed batch a key given authenticates below.
     // A trail not migrated to format 5 yet (migration 20261216100000000) has neither that table nor mac_key_id.
@@ -560,7 +570,9 @@ export async function verifyAuditChain(db: ControlDb, opts: { since?: Date; arch
             if (b.format === 5) {
               report.keyed.authenticated++;
               keyedSince ??= BigInt(b.id);
-            }
+            } else if (b.format === 4) report.unkeyed.config++;
+            else if (b.format === 3) report.unkeyed.calls++;
+            else report.unkeyed.approvals++;
           }
         }
         if (b.format < 3) prevHash = b.hash;

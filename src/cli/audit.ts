@@ -6,7 +6,7 @@
 import type { Command } from 'commander';
 import type { ControlDb } from '../control/db';
 import { archiveAuditPartitions } from '../audit/archive';
-import { verifyAuditChain } from '../audit/verify';
+import { verifyAuditChain, type VerifyReport } from '../audit/verify';
 import { PENDING_STALE_MS, sealPendingAuditEvents } from '../audit/pending';
 import { ConflictError, ValidationError } from '../control/errors';
 import { table } from './output';
@@ -51,6 +51,25 @@ export async function requireAuditKey(db: ControlDb, keys: AuditKeyring, actor?:
   return registerAuditKeyIds(db.pool, [...keys.byId.keys()], 'require_key', actor);
 }
 
+/**
+ * The second line of `audit verify`'s OK and NOT AUTHENTICATED output on a trail holding keyed
+ * batches (a new user asked what the others were; task nu48fix item 3): a newline and, e.g.,
+ * `17 unkeyed batch(es), chained but not keyed: 15 of approvals and sign-ins, 2 of configuration
+ * changes (docs/operators.md "The audit key")`, naming only the kinds present (VerifyReport.unkeyed);
+ * '' when there are no keyed batches or no unkeyed ones.
+ */
+export function unkeyedLine(r: Pick<VerifyReport, 'keyed' | 'unkeyed'>): string {
+  const u = r.unkeyed;
+  const n = u.approvals + u.config + u.calls;
+  if (!r.keyed.batches || !n) return '';
+  const kinds = [
+    u.approvals ? `${u.approvals} of approvals and sign-ins` : '',
+    u.config ? `${u.config} of configuration changes` : '',
+    u.calls ? `${u.calls} of tool calls written without the audit key` : '',
+  ].filter(Boolean);
+  return `\n${n} unkeyed batch(es), chained but not keyed: ${kinds.join(', ')} (docs/operators.md "The audit key")`;
+}
+
 /** Adds `archive`, `verify`, `require-key`, `retire-key` and `seal` to the `audit` command. Exit codes as main's: verify exits 1 when the chain does not match. */
 export function registerAuditChainCommands(aud: Command, session: (cmd: Command) => AuditCommandSession): void {
   aud
@@ -93,9 +112,10 @@ export function registerAuditChainCommands(aud: Command, session: (cmd: Command)
       const pending = r.pending.events ? `; ${r.pending.events} pending event(s) not chained yet (oldest ${r.pending.oldest})${r.pending.stale ? `, ${r.pending.stale} older than ${PENDING_STALE_MS / 1000} s: pending_stale (the approval events' chain is held, or no gateway chains them)` : ''}` : '';
       // Keyed batches (format 5, red team rt45b F1): authenticated with the audit key, or not without it.
       const keyed = r.keyed.batches ? `; ${r.keyed.authenticated} keyed batch(es) authenticated${r.keyed.unauthenticated ? `, ${r.keyed.unauthenticated} NOT authenticated (no audit key given)` : ''}` : '';
-      if (r.ok) s.print(`audit chain OK: ${summary}${keyed}${pending}`, r);
+      const unkeyed = unkeyedLine(r);
+      if (r.ok) s.print(`audit chain OK: ${summary}${keyed}${pending}${unkeyed}`, r);
       else if (!r.firstMismatch && r.keyed.fault && !r.pending.fault && (!r.archive || r.archive.recorded)) {
-        s.print(`audit chain NOT AUTHENTICATED: keyed batches present; give the audit key (audit.key / INTERLOCK_AUDIT_KEY, older keys in audit.previous_keys / INTERLOCK_AUDIT_PREVIOUS_KEYS) to authenticate them; ${summary}${keyed}${pending}`, r);
+        s.print(`audit chain NOT AUTHENTICATED: keyed batches present; give the audit key (audit.key / INTERLOCK_AUDIT_KEY, older keys in audit.previous_keys / INTERLOCK_AUDIT_PREVIOUS_KEYS) to authenticate them; ${summary}${keyed}${pending}${unkeyed}`, r);
         throw Object.assign(new Error(`${r.keyed.unauthenticated} keyed audit batch(es) not authenticated: no audit key given (key_needed)`), { code: 'audit_chain_mismatch' });
       }
       else if (!r.firstMismatch && r.pending.fault && (!r.archive || r.archive.recorded)) {

@@ -96,7 +96,7 @@ export function registerIdentityCommands(program: Command, ctx: CommandContext):
       const changes: Record<string, unknown> = {};
       for (const a of assignments) {
         const at = a.indexOf('=');
-        if (at <= 0) throw new ValidationError(`expected NAME=VALUE, got ${JSON.stringify(a)}`);
+        if (at <= 0) throw new ValidationError(`expected NAME=VALUE, got ${JSON.stringify(a)}: NAME=VALUE sets an attribute (e.g. employee_id=3), NAME= removes it`);
         changes[a.slice(0, at)] = attributeValue(a.slice(at + 1));
       }
       const r = await (await s.backend()).setIdentityAttributes(name, changes);

@@ -417,12 +417,25 @@ function buildProgram(io: CliIo, state: { session: Session | null }): Command {
     async (o: { host?: string; port?: number }, cmd: Command) => {
       const s = session(cmd);
       const cfg = s.config({ listen: { ...(o.host ? { host: o.host } : {}), ...(o.port !== undefined ? { port: o.port } : {}) } });
-      const { adminUrl } = await s.databaseUrls();
-      const db = await s.db();
-      const setup = await provisionDemoSetup({ adminUrl, controlDb: db, logger: s.logger });
-      const { startGovernedGateway } = loadGateway();
-      const gw = await startGovernedGateway({ db, config: cfg, auditKeys: () => s.auditKeys(true) });
-      // Only once the gateway listens: a failed start (a busy port) leaves no new key behind.
+      // The port first, before the embedded server starts, the demo file is applied or a key revoked:
+      // a start that fails on a taken port changes nothing (task nu48fix item 1). The gateway takes this
+      // listener over; until then it answers 503 `unavailable`.
+      const { bindListener } = require('../server') as typeof import('../server'); // eslint-disable-line @typescript-eslint/no-require-imports
+      const held = await bindListener({ host: cfg.listen.host, port: cfg.listen.port, requestTimeoutMs: cfg.listen.request_timeout_ms, headersTimeoutMs: cfg.listen.headers_timeout_ms, tls: cfg.listen.tls });
+      let gw: Awaited<ReturnType<ReturnType<typeof loadGateway>['startGovernedGateway']>>;
+      let setup: Awaited<ReturnType<typeof provisionDemoSetup>>;
+      let db: ControlDb;
+      try {
+        const { adminUrl } = await s.databaseUrls();
+        db = await s.db();
+        setup = await provisionDemoSetup({ adminUrl, controlDb: db, logger: s.logger });
+        const { startGovernedGateway } = loadGateway();
+        gw = await startGovernedGateway({ db, config: cfg, server: held, auditKeys: () => s.auditKeys(true) });
+      } catch (err) {
+        await new Promise<void>((resolve) => held.close(() => resolve()));
+        throw err;
+      }
+      // Only once the gateway serves: a failed start leaves no new key behind.
       const key = await issueDemoKey(db, setup.identityId);
       const demo = { ...setup, apiKey: key.apiKey, keyId: key.keyId };
       const consoleUrl = new URL('/console', gw.url).toString();
@@ -725,6 +738,20 @@ export function checkAuditDecision(decision: string): void {
   );
 }
 
+/** The plural each noun's list command shows (task nu48fix item 2c). */
+const LISTED_NOUNS: Record<string, string> = { role: 'roles', approval: 'approvals', source: 'sources', identity: 'identities' };
+
+/**
+ * The line of a "not found" error (ControlError not_found) about a role, approval, source or
+ * identity, worded as src/control and the admin API word it (`role "x" not found`, `approval apr_… not
+ * found`), with the command that lists them appended: `role "x" not found (interlock role list shows
+ * the roles)` (a new user's trial, task nu48fix item 2c). Any other message is returned as it is.
+ */
+export function withListCommand(message: string): string {
+  const noun = /^(role|approval|source|identity) (?:"[^"]*"|\S+) not found$/.exec(message)?.[1];
+  return noun ? `${message} (interlock ${noun} list shows the ${LISTED_NOUNS[noun]})` : message;
+}
+
 /**
  * Exit code for an error thrown by a command (docs/operators.md "Exit codes", the program's --help):
  * 3 not found; 2 validation, conflict, forbidden (self-approval); EXIT_NOT_CONFIRMED (4) an approval
@@ -772,7 +799,7 @@ export async function runCli(argv: string[], io: CliIo = processIo): Promise<num
       }
       code = exitCodeFor(err);
       const e = err as Error & { details?: string[] };
-      io.err(`error: ${e.message ?? String(err)}`);
+      io.err(`error: ${err instanceof ControlError && err.kind === 'not_found' ? withListCommand(e.message) : (e.message ?? String(err))}`);
       if ((e as { code?: string }).code === 'EADDRINUSE') io.err('  the port is taken (another gateway running?): choose another with --port N or INTERLOCK_PORT=N');
       for (const d of e.details ?? []) io.err(`  ${d}`);
       if (!(err instanceof ControlError) && !(e as { code?: string }).code && process.env.INTERLOCK_LOG_LEVEL === 'debug') io.err(String(e.stack));

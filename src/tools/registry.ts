@@ -50,18 +50,32 @@ function allowedList(values: unknown[]): string {
 }
 
 /**
+ * What an agent reads after a `source_id` that fails the SourceId pattern of spec/mcp-tools-v1.json
+ * (a new user's agent sent "Chinook": task nu48fix item 2b): what ids look like and where to find them.
+ */
+const NOT_A_SOURCE_ID = 'source ids are lower case (letters, digits, _ and -); call interlock_list_sources for the ids you may use';
+
+/**
  * Formats ajv errors as one short sentence for an agent (at most 5 errors, `; `-separated): the
  * argument's path (`arguments` for the object itself) and what is wrong; an unknown property is
  * named (`arguments has an unknown property "source_id"`), so the agent knows what to drop; a value
- * outside an enum names the schema's allowed values (`source_types.0 must be one of: "postgres", …`).
+ * outside an enum names the schema's allowed values (`source_types.0 must be one of: "postgres", …`);
+ * a `source_id` failing its pattern says what ids look like and that interlock_list_sources lists
+ * them (NOT_A_SOURCE_ID), quoting the value (up to 64 characters) when `args`, the validated
+ * arguments, are given.
  */
-export function describeValidationErrors(errors: Array<{ instancePath?: string; message?: string; keyword?: string; params?: Record<string, unknown> }> | null | undefined): string {
+export function describeValidationErrors(errors: Array<{ instancePath?: string; message?: string; keyword?: string; params?: Record<string, unknown> }> | null | undefined, args?: unknown): string {
   if (!errors || errors.length === 0) return 'arguments do not match the input schema';
   return errors
     .slice(0, 5)
     .map((e) => {
       const at = e.instancePath ? e.instancePath.slice(1).replace(/\//g, '.') : 'arguments';
       if (e.keyword === 'additionalProperties' && typeof e.params?.additionalProperty === 'string') return `${at} has an unknown property ${JSON.stringify(e.params.additionalProperty)}`;
+      if (e.keyword === 'pattern' && e.instancePath === '/source_id') {
+        const given = (args as { source_id?: unknown } | null | undefined)?.source_id;
+        // Quoted when short (an id is at most 63 characters): a long value is not echoed back.
+        return `source_id ${typeof given === 'string' && given.length <= 64 ? `${JSON.stringify(given)} ` : ''}is not a source id: ${NOT_A_SOURCE_ID}`;
+      }
       // The schema's own list (trial nu40): "must be one of: get_document", not a bare "allowed values".
       if (e.keyword === 'enum' && Array.isArray(e.params?.allowedValues)) return `${at} must be one of: ${allowedList(e.params.allowedValues)}`;
       if (e.keyword === 'const' && e.params?.allowedValue !== undefined) return `${at} must be ${JSON.stringify(e.params.allowedValue)}`;
@@ -92,7 +106,7 @@ export function interlockToolBindings(handlers: ToolHandlers): ToolBinding[] {
       deprecated: m.deprecated,
       validate(args: unknown): string | null {
         const fn = v as unknown as { (d: unknown): boolean; errors?: Array<{ instancePath?: string; message?: string; keyword?: string; params?: Record<string, unknown> }> | null };
-        return fn(args) ? null : describeValidationErrors(fn.errors);
+        return fn(args) ? null : describeValidationErrors(fn.errors, args);
       },
       handler,
     };

@@ -173,7 +173,7 @@ test('format-1 batches (a gateway not yet upgraded) and format-2 batches verify 
       { id: b3, format: 1 },
       { id: b4, format: 2 },
     ]);
-    expect(await verifyAuditChain(own.db)).toEqual({ ok: true, batchesChecked: 4, eventsChecked: 4, archivedBatchesSkipped: 0, archiveEvents: 0, archive: null, chains: 0, openChains: 0, mismatches: [], mismatchCount: 0, firstMismatch: null, pending: { events: 0, oldest: null, stale: 0, fault: null }, keyed: { batches: 0, authenticated: 0, unauthenticated: 0, fault: null, keyedSince: null, keyIdsGiven: [] } });
+    expect(await verifyAuditChain(own.db)).toEqual({ ok: true, batchesChecked: 4, eventsChecked: 4, archivedBatchesSkipped: 0, archiveEvents: 0, archive: null, chains: 0, openChains: 0, mismatches: [], mismatchCount: 0, firstMismatch: null, pending: { events: 0, oldest: null, stale: 0, fault: null }, keyed: { batches: 0, authenticated: 0, unauthenticated: 0, fault: null, keyedSince: null, keyIdsGiven: [] }, unkeyed: { approvals: 4, config: 0, calls: 0 } });
     const saved = t;
     t = own;
     try {

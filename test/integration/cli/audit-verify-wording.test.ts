@@ -99,6 +99,10 @@ test('pending events: a warning while fresh, pending_stale past 60 s, nothing on
 // Task f1 (red team rt45b F1): keyed batches verify with the audit key from the configuration
 // (INTERLOCK_AUDIT_KEY, INTERLOCK_AUDIT_PREVIOUS_KEYS); without one verify says they are not
 // authenticated and exits 1; under another key they are unknown_key. `audit require-key` keys the trail with the configured keys' ids.
+// Task nu48fix item 3: with keyed batches present, a second line says what the unkeyed ones are (here the
+// first tests' writer-lane batches, format 3, and the batch `audit seal` chained the pending sign-in events into, format 2).
+const UNKEYED = '4 unkeyed batch(es), chained but not keyed: 1 of approvals and sign-ins, 3 of tool calls written without the audit key (docs/operators.md "The audit key")\n';
+
 test('keyed batches: OK with the key, NOT AUTHENTICATED without one, unknown_key under another', async () => {
   const key = 'the audit key of this test: 32+ bytes';
   const lane = new ChainLane(db.pool, auditKey(key));
@@ -119,14 +123,15 @@ test('keyed batches: OK with the key, NOT AUTHENTICATED without one, unknown_key
   };
   expect(await withEnv({ INTERLOCK_AUDIT_KEY: 'a new key rotated in: of 32+ bytes', INTERLOCK_AUDIT_PREVIOUS_KEYS: key })).toEqual({
     code: 0,
-    stdout: 'audit chain OK: 6 batch(es), 2 event(s) checked; 3 writer chain(s), 1 open (a gateway running, or stopped without closing); 2 keyed batch(es) authenticated\n',
+    stdout: 'audit chain OK: 6 batch(es), 2 event(s) checked; 3 writer chain(s), 1 open (a gateway running, or stopped without closing); 2 keyed batch(es) authenticated\n' + UNKEYED,
     stderr: '',
   });
   const none = await verify();
   expect(none).toEqual({
     code: 1,
     stdout:
-      'audit chain NOT AUTHENTICATED: keyed batches present; give the audit key (audit.key / INTERLOCK_AUDIT_KEY, older keys in audit.previous_keys / INTERLOCK_AUDIT_PREVIOUS_KEYS) to authenticate them; 4 batch(es), 2 event(s) checked; 3 writer chain(s), 1 open (a gateway running, or stopped without closing); 0 keyed batch(es) authenticated, 2 NOT authenticated (no audit key given)\n',
+      'audit chain NOT AUTHENTICATED: keyed batches present; give the audit key (audit.key / INTERLOCK_AUDIT_KEY, older keys in audit.previous_keys / INTERLOCK_AUDIT_PREVIOUS_KEYS) to authenticate them; 4 batch(es), 2 event(s) checked; 3 writer chain(s), 1 open (a gateway running, or stopped without closing); 0 keyed batch(es) authenticated, 2 NOT authenticated (no audit key given)\n' +
+      UNKEYED,
     stderr: 'error: 2 keyed audit batch(es) not authenticated: no audit key given (key_needed)\n',
   });
   const other = await withEnv({ INTERLOCK_AUDIT_KEY: 'a new key rotated in: of 32+ bytes' });

@@ -95,7 +95,7 @@ describe('interlock CLI', () => {
     expect(bad.stderr).toBe('error: invalid identity name "Not OK": use 1-128 lower-case letters, digits, \'.\', \'_\', \'@\' or \'-\', starting with a letter or digit\n');
     const list = JSON.parse((await cli('identity', 'list', '--json')).stdout) as Array<{ name: string; disabled: boolean }>;
     expect(list.map((i) => [i.name, i.disabled])).toContainEqual(['cli-agent', false]);
-    expect(await cli('identity', 'disable', 'ghost')).toEqual({ code: 3, stdout: '', stderr: 'error: identity "ghost" not found\n' });
+    expect(await cli('identity', 'disable', 'ghost')).toEqual({ code: 3, stdout: '', stderr: 'error: identity "ghost" not found (interlock identity list shows the identities)\n' });
     await cli('identity', 'create', 'cli-disabled');
     const d = await cli('identity', 'disable', 'cli-disabled');
     expect(d.code).toBe(0);
@@ -132,7 +132,7 @@ describe('interlock CLI', () => {
     const revokedAt = (await db.pool.query<{ t: Date }>('SELECT revoked_at AS t FROM api_keys WHERE id = $1', [made.keyId])).rows[0].t.toISOString();
     expect(await cli('key', 'revoke', made.keyId)).toEqual({ code: 0, stdout: `${made.keyId} (key-agent) was already revoked (at ${revokedAt.replace('T', ' ').replace(/\.\d{3}Z$/, 'Z')}): nothing changed\n`, stderr: '' });
     expect(await cli('key', 'revoke', 'key_00000000000000000000')).toEqual({ code: 3, stdout: '', stderr: 'error: API key key_00000000000000000000 not found\n' });
-    expect(await cli('key', 'create', 'nobody')).toEqual({ code: 3, stdout: '', stderr: 'error: identity "nobody" not found\n' });
+    expect(await cli('key', 'create', 'nobody')).toEqual({ code: 3, stdout: '', stderr: 'error: identity "nobody" not found (interlock identity list shows the identities)\n' });
     const badDur = await cli('key', 'create', 'key-agent', '--expires-in', 'soon');
     expect(badDur).toEqual({ code: 2, stdout: '', stderr: 'error: --expires-in: expected a duration such as 90s, 45m, 12h or 30d, got "soon"\n' });
     const past = await cli('key', 'create', 'key-agent', '--expires-at', '2001-01-01T00:00:00Z');
@@ -165,7 +165,7 @@ describe('interlock CLI', () => {
       ['role analyst: reads albums', '', 'EFFECT  ACTION  RESOURCE', 'allow   read    public.album', 'deny    read    public.album.secret', ''].join('\n'),
     );
     expect(JSON.parse((await cli('--json', 'role', 'show', 'analyst')).stdout)).toMatchObject({ name: 'analyst', statements: [{ effect: 'allow' }, { effect: 'deny' }] });
-    expect(await cli('role', 'show', 'ghost')).toEqual({ code: 3, stdout: '', stderr: 'error: role "ghost" not found\n' });
+    expect(await cli('role', 'show', 'ghost')).toEqual({ code: 3, stdout: '', stderr: 'error: role "ghost" not found (interlock role list shows the roles)\n' });
     expect((await cli('role', 'list')).stdout).toContain('analyst  2           reads albums');
   });
 
@@ -184,7 +184,7 @@ describe('interlock CLI', () => {
     expect((await cli('source', 'disable', 'local')).stdout).toBe('disabled source local: calls to it are refused as unavailable\n');
     expect((await cli('source', 'enable', 'local')).stdout).toBe('enabled source local\n');
     expect((await cli('source', 'scan', 'local')).stdout).toMatch(/^scanned local: \d+ relation\(s\) at \d{4}-\d\d-\d\d \d\d:\d\d:\d\dZ\n$/);
-    expect(await cli('source', 'scan', 'ghost')).toEqual({ code: 3, stdout: '', stderr: 'error: source "ghost" not found\n' });
+    expect(await cli('source', 'scan', 'ghost')).toEqual({ code: 3, stdout: '', stderr: 'error: source "ghost" not found (interlock source list shows the sources)\n' });
     // Flags form: the schema names what is missing.
     const flags = await cli('source', 'add', '--id', 'half', '--host', 'db.internal', '--tls-mode', 'off');
     expect(flags.code).toBe(2);
@@ -200,9 +200,9 @@ describe('interlock CLI', () => {
     await cli('identity', 'create', 'grant-agent');
     expect(await cli('grant', 'grant-agent', 'analyst', 'local')).toEqual({ code: 0, stdout: 'granted role analyst on local to grant-agent\n', stderr: '' });
     expect((await cli('grant', 'grant-agent', 'analyst', 'local')).stdout).toBe('grant-agent already holds role analyst on local\n');
-    expect(await cli('grant', 'grant-agent', 'ghost-role', 'local')).toEqual({ code: 3, stdout: '', stderr: 'error: role "ghost-role" not found\n' });
-    expect(await cli('grant', 'grant-agent', 'analyst', 'ghost-source')).toEqual({ code: 3, stdout: '', stderr: 'error: source "ghost-source" not found\n' });
-    expect(await cli('grant', 'ghost', 'analyst', 'local')).toEqual({ code: 3, stdout: '', stderr: 'error: identity "ghost" not found\n' });
+    expect(await cli('grant', 'grant-agent', 'ghost-role', 'local')).toEqual({ code: 3, stdout: '', stderr: 'error: role "ghost-role" not found (interlock role list shows the roles)\n' });
+    expect(await cli('grant', 'grant-agent', 'analyst', 'ghost-source')).toEqual({ code: 3, stdout: '', stderr: 'error: source "ghost-source" not found (interlock source list shows the sources)\n' });
+    expect(await cli('grant', 'ghost', 'analyst', 'local')).toEqual({ code: 3, stdout: '', stderr: 'error: identity "ghost" not found (interlock identity list shows the identities)\n' });
     const listed = JSON.parse((await cli('--json', 'grants', '--identity', 'grant-agent')).stdout) as Array<{ roleName: string; sourceId: string }>;
     expect(listed.map((g) => [g.roleName, g.sourceId])).toEqual([['analyst', 'local']]);
     expect((await cli('revoke', 'grant-agent', 'analyst', 'local')).stdout).toBe('revoked role analyst on local from grant-agent\n');
@@ -238,7 +238,7 @@ describe('interlock CLI', () => {
     const list = await cli('approval', 'list', '--state', 'pending');
     expect(list.stdout).toContain(`${a.id}  pending  apr-agent  local`);
     expect((await cli('approval', 'show', a.id)).stdout).toContain('sql: DELETE FROM t WHERE id = $1');
-    expect(await cli('approval', 'show', 'apr_000000000000000000000000')).toEqual({ code: 3, stdout: '', stderr: 'error: approval apr_000000000000000000000000 not found\n' });
+    expect(await cli('approval', 'show', 'apr_000000000000000000000000')).toEqual({ code: 3, stdout: '', stderr: 'error: approval apr_000000000000000000000000 not found (interlock approval list shows the approvals)\n' });
     const self = await cli('approval', 'approve', a.id, '--operator', 'apr-agent');
     expect(self).toEqual({ code: 2, stdout: '', stderr: 'error: self_approval_forbidden: apr-agent requested this write and cannot approve it\n' });
     expect((await getApproval(db, a.id))!.state).toBe('pending');

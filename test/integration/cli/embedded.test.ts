@@ -7,6 +7,7 @@ import { execFile, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { chmodSync, existsSync, mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
+import { createServer, type Server } from 'node:net';
 import { join } from 'node:path';
 import { auditKey } from '../../../src/audit/key';
 
@@ -140,5 +141,32 @@ describe('embedded PostgreSQL (zero setup)', () => {
     const rotated = await run(['--json', 'audit', 'verify'], { INTERLOCK_AUDIT_KEY: `${randomBytes(48).toString('base64')}\n` });
     expect(rotated.code).toBe(0);
     expect(JSON.parse(rotated.stdout)).toMatchObject({ ok: true, keyed: { unauthenticated: 0, fault: null } });
+  }, 150_000);
+
+  test('a second `interlock demo` on a taken port exits 1 with the port line and changes nothing: no `applied` event, no key revoked or made (nu48fix item 1)', async () => {
+    const state = async () => {
+      const events = await run(['--json', 'audit', 'search', '--kind', 'config']);
+      const keys = await run(['--json', 'key', 'list']);
+      expect([events.code, keys.code]).toEqual([0, 0]);
+      return { events: (JSON.parse(events.stdout) as { events: unknown[] }).events, keys: JSON.parse(keys.stdout) as unknown[] };
+    };
+    const before = await state();
+    expect(before.events).toContainEqual(expect.objectContaining({ decision: 'applied' }));
+    const busy: Server = createServer();
+    await new Promise<void>((resolve) => busy.listen(0, '127.0.0.1', () => resolve()));
+    try {
+      const port = (busy.address() as { port: number }).port;
+      const r = await run(['demo', '--port', String(port)]);
+      // One comparison, so a failure shows every difference: the exit, the two lines, and the control data unchanged.
+      expect({ code: r.code, stdout: r.stdout, stderr: r.stderr.trimEnd().split('\n'), after: await state() }).toEqual({
+        code: 1,
+        stdout: '',
+        stderr: [`error: listen EADDRINUSE: address already in use 127.0.0.1:${port}`, '  the port is taken (another gateway running?): choose another with --port N or INTERLOCK_PORT=N'],
+        after: before,
+      });
+    } finally {
+      await new Promise<void>((resolve) => busy.close(() => resolve()));
+    }
+    expect(postmasterAlive()).toBe(false);
   }, 150_000);
 });

@@ -100,7 +100,7 @@ test('source update fixes a wrong TLS mode and scans the catalog again', async (
   expect(fixed).toEqual({ code: 0, stdout: 'updated source local: settings.tls.mode; catalog: 1 relation(s)\n', stderr: '' });
   expect((await getSource(db, 'local'))!.settings).toMatchObject({ tls: { mode: 'off' }, database: dbName, reader: { user: 'root' } });
   expect(await cli('source', 'update', 'local', '--tls-mode', 'off')).toEqual({ code: 0, stdout: 'source local unchanged\n', stderr: '' });
-  expect(await cli('source', 'update', 'ghost', '--tls-mode', 'off')).toEqual({ code: 3, stdout: '', stderr: 'error: source "ghost" not found\n' });
+  expect(await cli('source', 'update', 'ghost', '--tls-mode', 'off')).toEqual({ code: 3, stdout: '', stderr: 'error: source "ghost" not found (interlock source list shows the sources)\n' });
   expect(await cli('source', 'update', 'local')).toMatchObject({ code: 2, stderr: expect.stringContaining('nothing to change') });
   const badPort = await cli('source', 'update', 'local', '--port', '99999');
   expect(badPort.code).toBe(2);
@@ -165,7 +165,7 @@ test('source remove refuses while an approval is pending, removes with --force, 
   const trail = JSON.parse((await cli('--json', 'audit', 'search', '--source', 'local')).stdout) as { events: Array<{ kind: string; decision: string }> };
   // The apply that renamed the source recorded source_updated and its applied event (details.sources: [local]) (rtgov finding 7).
   expect(trail.events.map((e) => `${e.kind} ${e.decision}`)).toEqual(['config source_removed', 'approval rejected', 'config applied', 'config source_updated', 'config source_updated', 'config source_updated', 'config source_added']);
-  expect(await cli('source', 'remove', 'local')).toEqual({ code: 3, stdout: '', stderr: 'error: source "local" not found\n' });
+  expect(await cli('source', 'remove', 'local')).toEqual({ code: 3, stdout: '', stderr: 'error: source "local" not found (interlock source list shows the sources)\n' });
 });
 
 test('task hnu4b (b): with a stored password, the TLS hint names the password flag, and the command it suggests works', async () => {

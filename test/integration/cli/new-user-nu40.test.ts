@@ -203,7 +203,7 @@ describe('item 5: role remove', () => {
     });
     expect((await cli('role', 'show', 'reader-x')).code).toBe(3);
     expect((await listPolicies(db)).filter((p) => p.name.startsWith('r-')).map((p) => [p.name, p.applies_to?.roles])).toEqual([['r-and-other', ['other-x']]]);
-    expect(await cli('role', 'remove', 'reader-x')).toEqual({ code: 3, out: [], err: ['error: role "reader-x" not found'] });
+    expect(await cli('role', 'remove', 'reader-x')).toEqual({ code: 3, out: [], err: ['error: role "reader-x" not found (interlock role list shows the roles)'] });
     // A claim rule naming the role: refused even with --force (the rule must change first, as apply requires).
     expect((await cli('role', 'create', '--allow-unknown-names', file('role3.yaml', 'name: claimed-x\nstatements:\n  - { effect: allow, action: read, resource: public.thing }\n'))).code).toBe(0);
     expect((await cli('apply', '-f', file('claims.yaml', 'version: 1\nclaim_mappings:\n  - issuer: https://idp.example\n    role_grants: [{ claim: groups, value: analysts, role: claimed-x, source: keep }]\n'))).code).toBe(0);

@@ -397,7 +397,7 @@ describe('the CLI in remote mode (--server URL --token T)', () => {
     const remote = ['--server', base, '--token-env', 'IL_TEST_ADMIN_OPERATOR_TOKEN'];
     expect(await cli(...remote, 'identity', 'create', 'remote-agent')).toMatchObject({ code: 0, stdout: expect.stringMatching(/^created identity remote-agent \(idn_[0-9a-f]{20}\)/) });
     expect(await cli(...remote, 'identity', 'create', 'remote-agent')).toEqual({ code: 2, stdout: '', stderr: 'error: identity "remote-agent" already exists\n' });
-    expect(await cli(...remote, 'identity', 'disable', 'ghost')).toEqual({ code: 3, stdout: '', stderr: 'error: identity "ghost" not found\n' });
+    expect(await cli(...remote, 'identity', 'disable', 'ghost')).toEqual({ code: 3, stdout: '', stderr: 'error: identity "ghost" not found (interlock identity list shows the identities)\n' });
     const listed = JSON.parse((await cli(...remote, '--json', 'identity', 'list')).stdout) as Array<{ name: string }>;
     expect(listed.map((i) => i.name)).toContain('remote-agent');
     expect((await cli(...remote, 'source', 'list')).stdout).toMatch(/chinook +postgres +Chinook \(demo\) +yes +\d+ relations, /);
