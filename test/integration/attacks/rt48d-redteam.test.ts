@@ -25,6 +25,9 @@
  *      subject's earlier token read the same statement with the same claims (the grants are synced in
  *      identityFor, the call authorised from the grant cache, refreshed by notification); the next call
  *      is refused. Reproduced twice of two with the skipped test enabled.
+ *  R7. low, open: a number beyond the double's range (1e400, read as Infinity) is refused by the
+ *      argument validator first, invalid_arguments "params.0 must be string,number,boolean,null", not
+ *      with the hint to send it as a string (1e-400 and long decimals get the hint).
  * Held: (c) a rounded number reaches PostgreSQL by no route: params items are scalars (the tool
  * schema refuses arrays and objects), /v1 and legacy /mcp/tools/call and /mcp/sse/messages parse with
  * jsonBody (parseClientJson) and pass the same params array (the record is kept on it), and a queued
@@ -33,7 +36,7 @@
  * Not attacked for lack of time: K2/K6 (requeue, classification) and K3/K5 (row views' dependencies).
  */
 import { useTenantClaimsEnv } from '../../helpers/tenant-claims';
-import { callTool } from '../../helpers/governed';
+import { callTool, startGovernedEnv, type GovernedEnv } from '../../helpers/governed';
 
 describe('R3: a token whose iat lies years ahead', () => {
   const started = useTenantClaimsEnv('https://gateway.rt48d.example/mcp', 'rt48d-tenant');
@@ -74,5 +77,57 @@ describe('R6: the call that takes a claim grant back', () => {
     expect(sc(await read(await iss.mint(claims('Music', ['writers'], now)))).rows.length).toBe(2);
     expect(sc(await read(await iss.mint(claims('Classical', ['writers'], now + 1)))).rows.length).toBe(1);
     expect(sc(await read(await iss.mint(claims('Classical', [], now + 2))))).toMatchObject({ status: 'not_found', code: 'unknown_source' });
+  });
+});
+
+describe('held (c), (d): a number JSON rounds reaches PostgreSQL by no agent route; exact ones are not refused', () => {
+  let env: GovernedEnv;
+  beforeAll(async () => {
+    env = await startGovernedEnv();
+  }, 180_000);
+  afterAll(async () => {
+    await env?.close();
+  });
+  const origin = () => new URL(env.url).origin;
+  const args = (num: string, sql = 'SELECT $1::numeric::text AS v') => `{"source_id":"chinook","sql":${JSON.stringify(sql)},"params":[${num}]}`;
+  async function post(path: string, body: string, extra: Record<string, string> = {}): Promise<{ status: number; body: any }> {
+    const r = await fetch(origin() + path, { method: 'POST', headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream', authorization: `Bearer ${env.apiKey}`, ...extra }, body });
+    const text = await r.text();
+    const data = text.startsWith('event:') || text.includes('\ndata: ') ? text.split('\n').find((l) => l.startsWith('data: '))!.slice(6) : text;
+    return { status: r.status, body: JSON.parse(data) };
+  }
+  /** The structured answer of one interlock_query call with params `[num]` on `route`. */
+  async function query(route: 'mcp' | 'v1' | 'legacy', num: string, sql?: string): Promise<{ status: number; sc: any }> {
+    if (route === 'mcp') {
+      const r = await post('/mcp', `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"interlock_query","arguments":${args(num, sql)}}}`, { 'mcp-protocol-version': '2025-11-25' });
+      return { status: r.status, sc: r.body.result.structuredContent };
+    }
+    if (route === 'legacy') {
+      const r = await post('/mcp/tools/call', `{"name":"interlock_query","arguments":${args(num, sql)}}`);
+      return { status: r.status, sc: r.body.structuredContent ?? r.body };
+    }
+    const r = await post('/v1/sources/chinook/query', args(num, sql).replace('"source_id":"chinook",', ''));
+    return { status: r.status, sc: r.body };
+  }
+
+  test.each(['mcp', 'v1', 'legacy'] as const)('%s: 0.12345678901234567891, 1e400 and 1.0000000000000000001 refused; exact 0.30000000000000004, 1.50 and -0 read back as written', async (route) => {
+    // R7: 1e400 (Infinity) is refused by the schema's validator first ("params.0 must be string,number,boolean,null").
+    expect([route, (await query(route, '1e400')).sc.code]).toEqual([route, 'invalid_arguments']);
+    for (const n of ['0.12345678901234567891', '1e-400', '1.0000000000000000001', '12345678901234567890.123', '9007199254740993']) {
+      const r = await query(route, n);
+      expect([route, n, r.sc.code, r.sc.message]).toEqual([route, n, 'invalid_arguments', expect.stringMatching(/^params\[0\] is a number JSON cannot carry exactly/)]);
+    }
+    for (const [n, v] of [['0.30000000000000004', '0.30000000000000004'], ['1.50', '1.5'], ['123456789012345', '123456789012345'], ['-0', '0']] as const) {
+      const r = await query(route, n);
+      expect([route, n, r.sc.rows]).toEqual([route, n, [{ v }]]);
+    }
+  });
+
+  test('a write with a rounded number is refused before it is queued; nested params are refused by the schema', async () => {
+    const w = await query('mcp', '0.12345678901234567891', 'UPDATE playlist SET name = name WHERE playlist_id = $1');
+    expect([w.sc.code, w.sc.message]).toEqual(['invalid_arguments', expect.stringMatching(/^params\[0\] is a number JSON cannot carry exactly/)]);
+    expect((await env.db.pool.query('SELECT count(*)::int AS n FROM approvals')).rows[0].n).toBe(0);
+    const nested = await query('mcp', '[0.12345678901234567891]');
+    expect(nested.sc.code).toBe('invalid_arguments');
   });
 });
