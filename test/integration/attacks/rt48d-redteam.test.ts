@@ -36,7 +36,7 @@
  * Not attacked for lack of time: K2/K6 (requeue, classification) and K3/K5 (row views' dependencies).
  */
 import { useTenantClaimsEnv } from '../../helpers/tenant-claims';
-import { callTool, startGovernedEnv, type GovernedEnv } from '../../helpers/governed';
+import { callTool, type GovernedEnv } from '../../helpers/governed';
 
 describe('R3: a token whose iat lies years ahead', () => {
   const started = useTenantClaimsEnv('https://gateway.rt48d.example/mcp', 'rt48d-tenant');
@@ -81,17 +81,13 @@ describe('R6: the call that takes a claim grant back', () => {
 });
 
 describe('held (c), (d): a number JSON rounds reaches PostgreSQL by no agent route; exact ones are not refused', () => {
-  let env: GovernedEnv;
-  beforeAll(async () => {
-    env = await startGovernedEnv();
-  }, 180_000);
-  afterAll(async () => {
-    await env?.close();
-  });
-  const origin = () => new URL(env.url).origin;
+  // The tenant-claims gateway, used here through its demo API key only.
+  const started = useTenantClaimsEnv('https://gateway.rt48d-held.example/mcp', 'rt48d-held');
+  const env = (): GovernedEnv => started().env;
+  const origin = () => new URL(env().url).origin;
   const args = (num: string, sql = 'SELECT $1::numeric::text AS v') => `{"source_id":"chinook","sql":${JSON.stringify(sql)},"params":[${num}]}`;
   async function post(path: string, body: string, extra: Record<string, string> = {}): Promise<{ status: number; body: any }> {
-    const r = await fetch(origin() + path, { method: 'POST', headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream', authorization: `Bearer ${env.apiKey}`, ...extra }, body });
+    const r = await fetch(origin() + path, { method: 'POST', headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream', authorization: `Bearer ${env().apiKey}`, ...extra }, body });
     const text = await r.text();
     const data = text.startsWith('event:') || text.includes('\ndata: ') ? text.split('\n').find((l) => l.startsWith('data: '))!.slice(6) : text;
     return { status: r.status, body: JSON.parse(data) };
@@ -126,7 +122,7 @@ describe('held (c), (d): a number JSON rounds reaches PostgreSQL by no agent rou
   test('a write with a rounded number is refused before it is queued; nested params are refused by the schema', async () => {
     const w = await query('mcp', '0.12345678901234567891', 'UPDATE playlist SET name = name WHERE playlist_id = $1');
     expect([w.sc.code, w.sc.message]).toEqual(['invalid_arguments', expect.stringMatching(/^params\[0\] is a number JSON cannot carry exactly/)]);
-    expect((await env.db.pool.query('SELECT count(*)::int AS n FROM approvals')).rows[0].n).toBe(0);
+    expect((await env().db.pool.query('SELECT count(*)::int AS n FROM approvals')).rows[0].n).toBe(0);
     const nested = await query('mcp', '[0.12345678901234567891]');
     expect(nested.sc.code).toBe('invalid_arguments');
   });
