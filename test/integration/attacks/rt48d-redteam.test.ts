@@ -28,14 +28,22 @@
  *  R7. low, open: a number beyond the double's range (1e400, read as Infinity) is refused by the
  *      argument validator first, invalid_arguments "params.0 must be string,number,boolean,null", not
  *      with the hint to send it as a string (1e-400 and long decimals get the hint).
+ *  R8. low, open: a rule `owner = identity.name` on a citext column compares case-sensitively in its
+ *      row view ('ann' reads no row 'Ann'; citext's own = would match): fails closed. Likely the
+ *      pg_catalog-qualified operator resolving to text = text (not verified).
  * Held: (c) a rounded number reaches PostgreSQL by no route: params items are scalars (the tool
  * schema refuses arrays and objects), /v1 and legacy /mcp/tools/call and /mcp/sse/messages parse with
  * jsonBody (parseClientJson) and pass the same params array (the record is kept on it), and a queued
  * write's params were checked before it was queued. (d) numbers carried exactly are not refused but
  * integers beyond 2^53 that a double holds exactly (2^60, 1e20): refused by the documented rule.
- * Not attacked for lack of time: K2/K6 (requeue, classification) and K3/K5 (row views' dependencies).
+ * Held (target 4): a rule on a citext column of a table with an hstore column gets its row view (the
+ * K5 dependency check refuses no extension type of the table's own columns); an hstore operator is
+ * outside the rule grammar (row_rule_unenforceable).
+ * Not attacked for lack of time: K2/K6 (requeue races, a forged requeue chain, classification) and
+ * whether an insider can keep ruled reads refused (K3) and what rescans then.
  */
 import { useTenantClaimsEnv } from '../../helpers/tenant-claims';
+import { codeOf, rowsOf, startRowFixture, type RowFixture } from '../../helpers/row-rules';
 import { callTool, type GovernedEnv } from '../../helpers/governed';
 
 describe('R3: a token whose iat lies years ahead', () => {
@@ -125,5 +133,34 @@ describe('held (c), (d): a number JSON rounds reaches PostgreSQL by no agent rou
     expect((await env().db.pool.query('SELECT count(*)::int AS n FROM approvals')).rows[0].n).toBe(0);
     const nested = await query('mcp', '[0.12345678901234567891]');
     expect(nested.sc.code).toBe('invalid_arguments');
+  });
+});
+
+describe('target 4: row views over columns of extension types (citext, hstore)', () => {
+  let fx: RowFixture;
+  beforeAll(async () => {
+    fx = await startRowFixture(`CREATE EXTENSION citext; CREATE EXTENSION hstore;
+      CREATE TABLE public.ci (id int PRIMARY KEY, owner citext, tags hstore); INSERT INTO public.ci VALUES (1, 'Ann', 'a=>1'), (2, 'bob', 'a=>2');`);
+    await fx.admin(`GRANT SELECT ON public.ci TO "${fx.reader}"`);
+    await fx.rescan();
+    fx.grant('ci', [{ name: 'ci', statements: [{ effect: 'allow', action: 'read', resource: 'public.ci', rows: 'owner = identity.name' }] }]);
+    fx.grant('hs', [{ name: 'hs', statements: [{ effect: 'allow', action: 'read', resource: 'public.ci', rows: "tags -> 'a' = identity.name" }] }]);
+  }, 120_000);
+  afterAll(async () => {
+    await fx?.close();
+  });
+  const read = async (who: string, name: string) => {
+    const out = await fx.call(who, { name }, 'SELECT id FROM ci ORDER BY 1');
+    return out.kind === 'result' ? rowsOf(out) : codeOf(out);
+  };
+
+  test('held: a rule on a citext column of a table with an hstore column gets its row view (no false refusal); R8: it compares as text', async () => {
+    expect(await read('ci', 'Ann')).toEqual([{ id: 1 }]);
+    // R8 (low, open): citext's own = is not pg_catalog's: the row view's OPERATOR(pg_catalog.=) compares
+    // as text (case-sensitive), so 'ann' sees no row where the column's type would match it. Fails closed.
+    expect(await read('ci', 'ann')).toEqual([]);
+  });
+  test('an hstore operator in a rule is outside the rule grammar: refused', async () => {
+    expect(await read('hs', '2')).toBe('row_rule_unenforceable');
   });
 });
