@@ -89,12 +89,16 @@ export function usableClaims(fromClaims: Record<string, unknown>): Record<string
  * issuer has changed since, which an approval checks a queued write's kept values against). A token
  * without `iat` cannot be ordered: it replaces the claims and clears the issue time, as before.
  * Returns `recorded`: false when a later token's claims were kept (its claim grants are then not
- * synced either: they follow the issuer's latest word too).
+ * synced either: they follow the issuer's latest word too). An iat ahead of the database's clock
+ * counts as now (red team rt48d R3): jose checks iat only for its type, and one token an IdP signed
+ * with iat years ahead (a clock fault) froze the subject's recorded claims and claim grants until
+ * then, a group removed at the IdP never taken back.
  */
 const RECORD_ORDERED_CLAIMS_SQL = `UPDATE identity_subjects SET last_used_at = now(),
-    claim_attributes = CASE WHEN $4::timestamptz IS NULL OR claims_issued_at IS NULL OR $4::timestamptz >= claims_issued_at THEN $3::jsonb ELSE claim_attributes END,
-    claims_seen_at = CASE WHEN $4::timestamptz IS NULL OR claims_issued_at IS NULL OR $4::timestamptz >= claims_issued_at THEN now() ELSE claims_seen_at END,
-    claims_issued_at = CASE WHEN $4::timestamptz IS NULL OR claims_issued_at IS NULL OR $4::timestamptz >= claims_issued_at THEN $4::timestamptz ELSE claims_issued_at END
+    claim_attributes = CASE WHEN t.iat IS NULL OR claims_issued_at IS NULL OR t.iat >= claims_issued_at THEN $3::jsonb ELSE claim_attributes END,
+    claims_seen_at = CASE WHEN t.iat IS NULL OR claims_issued_at IS NULL OR t.iat >= claims_issued_at THEN now() ELSE claims_seen_at END,
+    claims_issued_at = CASE WHEN t.iat IS NULL OR claims_issued_at IS NULL OR t.iat >= claims_issued_at THEN t.iat ELSE claims_issued_at END
+  FROM (SELECT CASE WHEN $4::timestamptz IS NULL THEN NULL ELSE LEAST($4::timestamptz, now()) END AS iat) AS t
   WHERE issuer = $1 AND subject = $2
   RETURNING claims_seen_at = now() AS recorded`;
 

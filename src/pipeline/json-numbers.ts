@@ -42,11 +42,16 @@ function decimalKey(s: string): string | null {
   const m = /^(-?)(\d+)(?:\.(\d+))?(?:[eE]([+-]?\d+))?$/.exec(s);
   if (!m) return null;
   const frac = m[3] ?? '';
-  const digits = (m[2] + frac).replace(/^0+/, '');
-  if (digits === '') return '0';
-  const sig = digits.replace(/0+$/, '');
-  const exp = Number(m[4] ?? 0) - frac.length + (digits.length - sig.length);
-  return `${m[1]}${sig}e${exp}`;
+  const all = m[2] + frac;
+  // Zeros stripped by index, not by regex: V8 runs /0+$/ in time quadratic in a run of zeros not at
+  // the end (`1.000…0001` with 16 000 zeros took 0.1 s, a body-sized one minutes; red team rt48d R1).
+  let a = 0;
+  while (a < all.length && all.charCodeAt(a) === DIGIT_0) a++;
+  if (a === all.length) return '0';
+  let b = all.length;
+  while (all.charCodeAt(b - 1) === DIGIT_0) b--;
+  const exp = Number(m[4] ?? 0) - frac.length + (all.length - b);
+  return `${m[1]}${all.slice(a, b)}e${exp}`;
 }
 
 /**
