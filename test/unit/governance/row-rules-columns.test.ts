@@ -56,7 +56,7 @@ describe('rowViewStatements for a view\'s copy', () => {
     expect(create.startsWith("DO $il$BEGIN IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_class c ")).toBe(true);
     expect(create).toContain("c.relname OPERATOR(pg_catalog.=) E'v_1' AND c.relkind OPERATOR(pg_catalog.=) 'v' AND c.reloptions OPERATOR(pg_catalog.@>) ARRAY[E'security_barrier=true', E'security_invoker=true']::pg_catalog.text[])");
     // Refused when the copy depends on code its view does not (red team rt48c K3).
-    const check = `IF (${copyForeignCodeSql('interlock_rows."v_1"', '"public"."v"')}) THEN RAISE EXCEPTION 'the copy of a view resolves a function, operator, type, collation or relation its original does not (rescan the source)'; END IF;`;
+    const check = `IF (${copyForeignCodeSql('interlock_rows."v_1"', '"public"."v"')}) THEN RAISE EXCEPTION 'the copy of a view resolves a function, operator, type, collation or relation its original does not (rescan the source)' USING ERRCODE = 'ILRV1'; END IF;`;
     expect(create.endsWith(
       `) THEN PERFORM pg_catalog.set_config('search_path', $ddl$"app", "public"$ddl$, true); EXECUTE $ddl$CREATE OR REPLACE VIEW interlock_rows."v_1" ("x y") WITH (security_barrier = true, security_invoker = true) AS SELECT a AS "x y" FROM interlock_rows."t_2" t$ddl$; ${check} END IF; END$il$`,
     )).toBe(true);
@@ -72,6 +72,6 @@ describe('rowViewStatements for a view\'s copy', () => {
     expect(create.startsWith('DO $il_$BEGIN IF NOT EXISTS')).toBe(true);
     expect(create).toContain("ARRAY[E'security_barrier=false', E'security_invoker=true']");
     expect(create).toContain("EXECUTE $ddlx$CREATE OR REPLACE VIEW interlock_rows.\"v_1\" (\"s\") WITH (security_barrier = false, security_invoker = true) AS SELECT '$il$ $ddl$' AS s$ddlx$; IF (");
-    expect(create.endsWith("(rescan the source)'; END IF; END IF; END$il_$")).toBe(true);
+    expect(create.endsWith("(rescan the source)' USING ERRCODE = 'ILRV1'; END IF; END IF; END$il_$")).toBe(true);
   });
 });

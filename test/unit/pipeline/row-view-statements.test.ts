@@ -29,7 +29,7 @@ describe('rowViewStatements', () => {
     const body = doBody(create);
     expect(body).toMatch(/^BEGIN IF NOT EXISTS \(SELECT 1 FROM pg_catalog\.pg_class c .* c\.relname OPERATOR\(pg_catalog\.=\) E'note_0123456789abcdef' .*ARRAY\[E'security_barrier=true', E'security_invoker=true', E'check_option=cascaded'\]::pg_catalog\.text\[\]\) THEN CREATE OR REPLACE VIEW interlock_rows\."note_0123456789abcdef" WITH \(security_barrier = true, security_invoker = true, check_option = cascaded\) AS SELECT \* FROM "public"\."note" WHERE \(body OPERATOR\(pg_catalog\.=\) E'x'\); IF \(/);
     // Refused when the view depends on a type, function or operator not its table's (red team rt48c K5).
-    expect(body.endsWith(`; IF (${rowViewForeignCodeSql('interlock_rows."note_0123456789abcdef"', '"public"."note"')}) THEN RAISE EXCEPTION 'a row view resolves a function, operator, type or collation that is not its table''s (rescan the source)'; END IF; END IF; END`)).toBe(true);
+    expect(body.endsWith(`; IF (${rowViewForeignCodeSql('interlock_rows."note_0123456789abcdef"', '"public"."note"')}) THEN RAISE EXCEPTION 'a row view resolves a function, operator, type or collation that is not its table''s (rescan the source)' USING ERRCODE = 'ILRV1'; END IF; END IF; END`)).toBe(true);
     expect(doBody(usage)).toBe(`BEGIN IF NOT pg_catalog.has_schema_privilege(E'reader', 'interlock_rows', 'USAGE') THEN GRANT USAGE ON SCHEMA interlock_rows TO "reader"; END IF; END`);
     expect(doBody(select)).toBe(`BEGIN IF NOT pg_catalog.has_table_privilege(E'reader', E'interlock_rows."note_0123456789abcdef"', 'SELECT') THEN GRANT SELECT ON interlock_rows."note_0123456789abcdef" TO "reader"; END IF; END`);
   });
