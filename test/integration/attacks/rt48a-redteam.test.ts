@@ -95,6 +95,7 @@ import { paramsForDisplay, showInvisible } from '../../../src/approvals/statemen
 import { chatText, startWebhookDispatcher } from '../../../src/approvals/webhooks';
 import pg from 'pg';
 import { grantRuntimeRole, redactUrl } from '../../../src/control/db';
+import { ADMIN_URL } from '../../helpers/pg';
 
 let env: GovernedEnv;
 let token: { secret: string; tokenId: string };
@@ -243,7 +244,7 @@ describe('K2 (medium, fixed): a failed write requeued and executed is requeued a
 describe('K3 (medium, fixed): a control database password given as a URL query parameter is printed and logged', () => {
   // node-postgres takes `?password=` (and `sslpassword=`) from the connection string's query, as libpq does.
   test('redactUrl blanks password-bearing query parameters as it blanks the userinfo password', () => {
-    expect(redactUrl('postgres://u@127.0.0.1:5432/db?password=s3cret&sslmode=disable')).toBe('postgres://u@127.0.0.1:5432/db?password=***&sslmode=disable');
+    expect(redactUrl('postgres://u@db.example:6432/db?password=s3cret&sslmode=disable')).toBe('postgres://u@db.example:6432/db?password=***&sslmode=disable');
     expect(redactUrl('postgres://u:pw@h1:5432,h2:5432/db?target_session_attrs=read-write&sslpassword=k3y')).toBe('postgres://u:***@h1:5432,h2:5432/db?target_session_attrs=read-write&sslpassword=***');
     // A percent-encoded name is the same parameter to the driver.
     expect(redactUrl('postgres://u@h/db?pass%77ord=s3cret')).toBe('postgres://u@h/db?pass%77ord=***');
@@ -252,7 +253,11 @@ describe('K3 (medium, fixed): a control database password given as a URL query p
 
   test('the CLI error for an unreachable or refusing control database does not print it', async () => {
     const { runCli } = await import('../../../src/cli/main');
-    for (const url of ['postgres://root@127.0.0.1:1/x?password=s3cretPW', 'postgres://rt48a_no_such_role@127.0.0.1:5432/postgres?password=s3cretPW']) {
+    const refusing = new URL(ADMIN_URL);
+    refusing.username = 'rt48a_no_such_role';
+    refusing.pathname = '/postgres';
+    refusing.search = '?password=s3cretPW';
+    for (const url of ['postgres://root@127.0.0.1:1/x?password=s3cretPW', refusing.toString()]) {
       const err: string[] = [];
       const code = await runCli(['--database-url', url, 'identity', 'list'], { out: () => undefined, err: (x) => void err.push(x) });
       expect(code).toBe(1);
