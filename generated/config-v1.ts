@@ -4905,6 +4905,10 @@ export interface TokenIssuer {
    */
   clock_skew_seconds?: number;
   /**
+   * The JWT `typ` header every token of this issuer must carry (RFC 9068 access tokens: at+jwt), compared without case and without an `application/` prefix. Absent: a token without `typ`, or with `JWT` or `at+jwt`, is accepted and one whose `typ` names another kind of token the issuer signs (an ID token's or logout token's own type, `dpop+jwt`, `secevent+jwt`, …) is refused (invalid_token, reason wrong_type).
+   */
+  token_type?: string;
+  /**
    * The claim that names the identity (e.g. sub, email, preferred_username); lower-cased, it must be a valid identity name. Default sub.
    */
   identity_claim?: string;

@@ -7686,8 +7686,8 @@ validate69.evaluated = {"dynamicProps":false,"dynamicItems":false};
 
 exports.validateApprovalOutcome = validate70;
 const schema95 = {"$id":"https://interlock.dev/spec/defs/ApprovalOutcome.json","title":"ApprovalOutcome","description":"executed: {row_count}; failed: {error_code, message} (error_code from spec/errors-v1.json approvalFailures), and for statement_failed the SQLSTATE and its condition name when its class is one errors-v1.json statementSqlstates names (e.g. 23505, unique_violation); rejected: {reason} when the operator gave one.","type":"object","properties":{"row_count":{"type":"integer","minimum":0},"error_code":{"type":"string","pattern":"^[a-z][a-z0-9_]*$"},"message":{"type":"string"},"sqlstate":{"type":"string","pattern":"^[0-9A-Z]{5}$"},"condition":{"type":"string","pattern":"^[a-z][a-z0-9_]*$"},"reason":{"type":"string"}},"additionalProperties":false};
-const pattern31 = new RegExp("^[a-z][a-z0-9_]*$", "u");
-const pattern32 = new RegExp("^[0-9A-Z]{5}$", "u");
+const pattern32 = new RegExp("^[a-z][a-z0-9_]*$", "u");
+const pattern33 = new RegExp("^[0-9A-Z]{5}$", "u");
 
 function validate70(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 /*# sourceURL="https://interlock.dev/spec/defs/ApprovalOutcome.json" */;
@@ -7741,7 +7741,7 @@ errors++;
 if(data.error_code !== undefined){
 let data1 = data.error_code;
 if(typeof data1 === "string"){
-if(!pattern31.test(data1)){
+if(!pattern32.test(data1)){
 const err3 = {instancePath:instancePath+"/error_code",schemaPath:"#/properties/error_code/pattern",keyword:"pattern",params:{pattern: "^[a-z][a-z0-9_]*$"},message:"must match pattern \""+"^[a-z][a-z0-9_]*$"+"\""};
 if(vErrors === null){
 vErrors = [err3];
@@ -7778,7 +7778,7 @@ errors++;
 if(data.sqlstate !== undefined){
 let data3 = data.sqlstate;
 if(typeof data3 === "string"){
-if(!pattern32.test(data3)){
+if(!pattern33.test(data3)){
 const err6 = {instancePath:instancePath+"/sqlstate",schemaPath:"#/properties/sqlstate/pattern",keyword:"pattern",params:{pattern: "^[0-9A-Z]{5}$"},message:"must match pattern \""+"^[0-9A-Z]{5}$"+"\""};
 if(vErrors === null){
 vErrors = [err6];
@@ -7803,7 +7803,7 @@ errors++;
 if(data.condition !== undefined){
 let data4 = data.condition;
 if(typeof data4 === "string"){
-if(!pattern31.test(data4)){
+if(!pattern32.test(data4)){
 const err8 = {instancePath:instancePath+"/condition",schemaPath:"#/properties/condition/pattern",keyword:"pattern",params:{pattern: "^[a-z][a-z0-9_]*$"},message:"must match pattern \""+"^[a-z][a-z0-9_]*$"+"\""};
 if(vErrors === null){
 vErrors = [err8];
@@ -8180,7 +8180,7 @@ errors++;
 if(data7.error_code !== undefined){
 let data9 = data7.error_code;
 if(typeof data9 === "string"){
-if(!pattern31.test(data9)){
+if(!pattern32.test(data9)){
 const err26 = {instancePath:instancePath+"/outcome/error_code",schemaPath:"#/properties/outcome/oneOf/1/properties/error_code/pattern",keyword:"pattern",params:{pattern: "^[a-z][a-z0-9_]*$"},message:"must match pattern \""+"^[a-z][a-z0-9_]*$"+"\""};
 if(vErrors === null){
 vErrors = [err26];
@@ -8217,7 +8217,7 @@ errors++;
 if(data7.sqlstate !== undefined){
 let data11 = data7.sqlstate;
 if(typeof data11 === "string"){
-if(!pattern32.test(data11)){
+if(!pattern33.test(data11)){
 const err29 = {instancePath:instancePath+"/outcome/sqlstate",schemaPath:"#/properties/outcome/oneOf/1/properties/sqlstate/pattern",keyword:"pattern",params:{pattern: "^[0-9A-Z]{5}$"},message:"must match pattern \""+"^[0-9A-Z]{5}$"+"\""};
 if(vErrors === null){
 vErrors = [err29];
@@ -8242,7 +8242,7 @@ errors++;
 if(data7.condition !== undefined){
 let data12 = data7.condition;
 if(typeof data12 === "string"){
-if(!pattern31.test(data12)){
+if(!pattern32.test(data12)){
 const err31 = {instancePath:instancePath+"/outcome/condition",schemaPath:"#/properties/outcome/oneOf/1/properties/condition/pattern",keyword:"pattern",params:{pattern: "^[a-z][a-z0-9_]*$"},message:"must match pattern \""+"^[a-z][a-z0-9_]*$"+"\""};
 if(vErrors === null){
 vErrors = [err31];
@@ -9897,14 +9897,15 @@ return errors === 0;
 validate79.evaluated = {"props":{"asset_id":true,"source_id":true,"title":true,"body":true,"document_type":true,"category_path":true,"timestamp":true,"entities":true,"links":true,"indexed_at":true},"dynamicProps":false,"dynamicItems":false};
 
 exports.validateGatewayConfig = validate48;
-const schema72 = {"$schema":"https://json-schema.org/draft/2020-12/schema","$id":"https://interlock.dev/spec/config-v1.schema.json","title":"GatewayConfig","description":"InterLock gateway configuration: an optional JSON or YAML file (--config FILE) merged with INTERLOCK_* environment variables (environment wins) and then command-line flags. Unknown keys are errors everywhere, and so are unknown INTERLOCK_* environment variables: a misspelt safety setting must never be silently ignored. docs/operators.md lists every key with its variable and default.","type":"object","properties":{"listen":{"description":"Where the MCP endpoint listens.","type":"object","properties":{"host":{"description":"Interface address (INTERLOCK_HOST). Default 127.0.0.1.","type":"string","minLength":1,"maxLength":255},"port":{"description":"TCP port, 0 = any free port (INTERLOCK_PORT). Default 8787.","type":"integer","minimum":0,"maximum":65535},"request_timeout_ms":{"description":"Longest time a client may take to send one whole request, headers and body (INTERLOCK_REQUEST_TIMEOUT_MS); past it the connection is answered 408 and closed. Does not limit how long an answer or an SSE stream takes. Default 30000.","type":"integer","minimum":1000,"maximum":3600000},"headers_timeout_ms":{"description":"Longest time a client may take to send a request's headers (INTERLOCK_HEADERS_TIMEOUT_MS); at most request_timeout_ms (a larger value is lowered to it). Default 20000.","type":"integer","minimum":1000,"maximum":3600000},"tls":{"description":"Serve the gateway (MCP endpoint, console, admin API) over TLS on listen.host:port instead of plain HTTP (INTERLOCK_TLS_CERT_FILE, INTERLOCK_TLS_KEY_FILE; issue 24, item 3). Both files are PEM; they are read at start and again on SIGHUP (a failed reload keeps the current certificate and is logged). Console cookies are then Secure. Default: plain HTTP.","type":"object","properties":{"cert_file":{"description":"PEM certificate chain file (leaf first).","type":"string","minLength":1},"key_file":{"description":"PEM private key file of the certificate.","type":"string","minLength":1}},"required":["cert_file","key_file"],"additionalProperties":false}},"additionalProperties":false},"database":{"description":"The control database.","type":"object","properties":{"url":{"description":"PostgreSQL connection URL of the control database (INTERLOCK_DATABASE_URL). Without it an embedded PostgreSQL is started in embedded_data_dir.","type":"string","pattern":"^postgres(ql)?://"},"embedded_data_dir":{"description":"Folder of the embedded PostgreSQL, kept across restarts (INTERLOCK_EMBEDDED_DATA_DIR). Default .interlock/pg.","type":"string","minLength":1},"embedded_port":{"description":"Port of the embedded PostgreSQL, 0 = a free port (INTERLOCK_EMBEDDED_PORT). Default 0.","type":"integer","minimum":0,"maximum":65535},"pool_size":{"description":"Largest number of pooled control-database connections (INTERLOCK_DATABASE_POOL_SIZE). Default 10.","type":"integer","minimum":1,"maximum":1000},"operator_url":{"description":"PostgreSQL connection URL of the operator connection (INTERLOCK_OPERATOR_DATABASE_URL): the database role, given `interlock db grant-operator-role`, through which the admin API (/admin/v1) and the console make governance changes (identities, keys, sources, roles, grants, policies, apply) and record their config events, while the gateway itself runs on its least-privilege runtime role (url). Same database and URL forms as url (several hosts, target_session_attrs). A pool of at most 4 connections; readiness does not depend on it. Unset: governance changes go through url's role, and are refused (403 forbidden) when that role may not make them.","type":"string","pattern":"^postgres(ql)?://"}},"additionalProperties":false},"allowed_hosts":{"description":"Host header values accepted besides the loopback names when bound to loopback (INTERLOCK_ALLOWED_HOSTS, comma-separated), e.g. gateway.example.com:443. DNS-rebinding protection (decision 14).","type":"array","items":{"type":"string","minLength":1,"maxLength":300},"maxItems":100},"allowed_origins":{"description":"Origin values accepted besides the request's own origin (INTERLOCK_ALLOWED_ORIGINS, comma-separated), e.g. https://app.example.com.","type":"array","items":{"type":"string","pattern":"^https?://[^/\\s]+$"},"maxItems":100},"trust_proxy":{"description":"Which proxies in front of the gateway are trusted to give the client's scheme and address in X-Forwarded-Proto and X-Forwarded-For (INTERLOCK_TRUST_PROXY, comma-separated), with Express's `trust proxy` semantics: true trusts every hop, a number that many hops, a list names trusted addresses or subnets (CIDR) or loopback, linklocal, uniquelocal. Set it when a TLS-terminating proxy serves the console, so its cookies are Secure (issue 24, item 3). Applies to every route but POST /mcp. Default false: X-Forwarded-* is ignored.","anyOf":[{"type":"boolean"},{"type":"integer","minimum":0,"maximum":100},{"type":"array","items":{"type":"string","minLength":1,"maxLength":100},"minItems":1,"maxItems":100}]},"console":{"description":"The web approval console at /console (issue 24, item 3). Sessions are kept in the control database, so sign-out, operator-token revocation and the timeouts hold on every replica.","type":"object","properties":{"session_idle_timeout_seconds":{"description":"A console session ends after this long without a request (INTERLOCK_CONSOLE_SESSION_IDLE_TIMEOUT_SECONDS). Default 1800 (30 minutes).","type":"integer","minimum":60,"maximum":86400},"session_absolute_timeout_seconds":{"description":"A console session ends this long after sign-in, however active (INTERLOCK_CONSOLE_SESSION_ABSOLUTE_TIMEOUT_SECONDS). Default 28800 (8 hours).","type":"integer","minimum":300,"maximum":604800}},"additionalProperties":false},"rate_limits":{"description":"Calls allowed per window, shared by every replica through the control database. per_identity counts every call of one identity across all sources (INTERLOCK_RATE_LIMIT_IDENTITY_POINTS, INTERLOCK_RATE_LIMIT_IDENTITY_WINDOW_SECONDS; default 120 per 60 s); per_source counts every call to one source across all identities (INTERLOCK_RATE_LIMIT_SOURCE_POINTS, INTERLOCK_RATE_LIMIT_SOURCE_WINDOW_SECONDS; default 600 per 60 s).","type":"object","properties":{"per_identity":{"$ref":"#/$defs/rateLimit"},"per_source":{"$ref":"#/$defs/rateLimit"}},"additionalProperties":false},"approvals":{"type":"object","properties":{"ttl_seconds":{"description":"How long a queued write waits for an operator before it expires (INTERLOCK_APPROVAL_TTL_SECONDS). Default 86400 (one day).","type":"integer","minimum":60,"maximum":2592000},"max_pending_per_identity":{"description":"Most writes one identity may have waiting for approval at once; the next is refused approval_queue_full and not queued (INTERLOCK_APPROVAL_MAX_PENDING_PER_IDENTITY). Default 20.","type":"integer","minimum":1,"maximum":100000},"max_pending_per_source":{"description":"Most writes waiting for approval on one source at once, all identities together (INTERLOCK_APPROVAL_MAX_PENDING_PER_SOURCE). Default 100.","type":"integer","minimum":1,"maximum":1000000},"sweep_interval_ms":{"description":"How often each gateway expires overdue pending approvals, in milliseconds (INTERLOCK_APPROVAL_SWEEP_INTERVAL_MS). Default 10000.","type":"integer","minimum":100,"maximum":3600000},"sweep_batch":{"description":"Most approvals one sweep expires; the rest wait for the next tick (INTERLOCK_APPROVAL_SWEEP_BATCH). Default 500.","type":"integer","minimum":1,"maximum":10000}},"additionalProperties":false},"audit":{"description":"The audit trail (issue 11).","type":"object","properties":{"commit_timeout_ms":{"description":"How long a tools/call waits for its audit event to commit before it is answered unavailable/audit_unavailable with no result (INTERLOCK_AUDIT_COMMIT_TIMEOUT_MS). Default 2000.","type":"integer","minimum":100,"maximum":60000},"retention_min_days":{"description":"Retention floor of `interlock audit archive`: without --force it never archives a month that ends less than this many days ago (nor the open month, whatever this is). 0: only the open month is kept (INTERLOCK_AUDIT_RETENTION_MIN_DAYS). Default 0.","type":"integer","minimum":0,"maximum":36500},"key":{"description":"Secret key the gateway tags its audit batches with (HMAC-SHA-256, chain format 5), at least 32 characters, whitespace around it not counted (it is not part of the key), so at least 32 bytes (INTERLOCK_AUDIT_KEY; prefer the variable or a secret store to a file; never store it in the control database). With it, a holder of only the runtime role's database credential can no longer write batches `interlock audit verify` accepts; verify needs it (or one of previous_keys) to authenticate them. Default: none (format 3, unkeyed), except the embedded database, which generates one into its data dir (audit-key, mode 0600).","type":"string","pattern":"^\\s*\\S[\\s\\S]{30,}\\S\\s*$","maxLength":1024},"previous_keys":{"description":"Earlier audit keys, which verify batches they tagged but tag nothing new (key rotation; INTERLOCK_AUDIT_PREVIOUS_KEYS, comma-separated). Each at least 32 characters, whitespace around it not counted, as key. Default none.","type":"array","items":{"type":"string","pattern":"^\\s*\\S[\\s\\S]{30,}\\S\\s*$","maxLength":1024},"maxItems":16,"uniqueItems":true}},"additionalProperties":false},"notifications":{"description":"Where InterLock tells people about approvals. Each webhook receives a signed JSON POST for the events it names.","type":"object","properties":{"webhooks":{"type":"array","maxItems":20,"items":{"type":"object","properties":{"url":{"description":"Where to POST (http or https).","type":"string","pattern":"^https?://[^\\s]+$"},"events":{"description":"Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.","type":"array","minItems":1,"uniqueItems":true,"items":{"type":"string","enum":["approval.queued","approval.decided","approval.expired","approval.executed","approval.failed"]}},"secret_env":{"description":"Environment variable holding the signing secret, at least 32 bytes (UTF-8; a shorter one is refused when the configuration loads). Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).","type":"string","pattern":"^[A-Z_][A-Z0-9_]*$"}},"required":["url","events","secret_env"],"additionalProperties":false}},"coalesce_queued_at":{"description":"When this many approval.queued events of one identity arrive in one poll of the audit trail, each webhook gets one delivery listing them all (approval.count, approval.approval_ids) instead of one per write. Default 3.","type":"integer","minimum":2,"maximum":1000}},"additionalProperties":false},"admission":{"description":"Admission by capacity (issue 29; src/transport/capacity.ts): an adaptive limit on the governed tool calls a replica runs at once, lowered when calls slow down (gradient of short- against long-term latency), when the event loop lags or when the audit writer falls behind, with a short bounded queue. Beyond it a call is refused at once with rate_limited, retry_after_ms and Retry-After derived from the queue, before identity, SQL or audit work; such refusals are audited in aggregate per client address per minute, like keyless refusals. In memory per replica.","type":"object","properties":{"enabled":{"description":"Turn admission by capacity on or off (INTERLOCK_ADMISSION_ENABLED, true or false). Default true.","type":"boolean"},"initial_limit":{"description":"Starting limit, in calls in flight. Default 16: about 2 × CPU cores × 4 calls in flight per core on the 2-core reference machine (a point read spends 1–1.4 ms of gateway CPU in a 5–6 ms answer; peak goodput near 8 connections, bench/11-overload.ts); raise it with the cores.","type":"integer","minimum":1,"maximum":100000},"min_limit":{"description":"The limit never falls below this (INTERLOCK_ADMISSION_MIN_LIMIT). Default 4: one core's worth of calls in flight, so a starved replica still serves while it refuses the excess; the limit acts from 8–32 connections up on 2 cores.","type":"integer","minimum":1,"maximum":100000},"max_limit":{"description":"The limit never rises above this (INTERLOCK_ADMISSION_MAX_LIMIT). Default 512.","type":"integer","minimum":1,"maximum":100000},"queue_size":{"description":"Calls that may wait for a slot; beyond them a call is refused at once (INTERLOCK_ADMISSION_QUEUE_SIZE). Default 32.","type":"integer","minimum":0,"maximum":100000},"queue_timeout_ms":{"description":"Longest wait of a queued call in milliseconds; then it is refused. Default 250.","type":"integer","minimum":1,"maximum":60000},"tolerance":{"description":"How many times the long-term latency (controller min_rtt: minRTT) the short-term one may reach before the limit falls. Default 2.","type":"number","minimum":1,"maximum":10},"controller":{"description":"How the limit follows latency (INTERLOCK_ADMISSION_CONTROLLER). \"long_average\" (default): the gradient of the short-term latency against a slow long-term average (10 s time constant). \"min_rtt\": Envoy's gradient controller: the replica's latency at low concurrency (minRTT) is measured in a window every min_rtt_interval_ms (plus up to 10 % jitter) with the limit held at min_limit, and every 100 ms the limit becomes limit × gradient + √(limit × gradient), gradient = clamp(tolerance × minRTT ÷ sampled latency, 0.5, 2), the sampled latency being the latency_percentile of the calls finished in those 100 ms; a limit at min_limit for 5 updates in a row measures minRTT again at once.","type":"string","enum":["long_average","min_rtt"]},"min_rtt_interval_ms":{"description":"controller min_rtt: milliseconds between the end of one minRTT window and the start of the next (plus up to 10 % jitter). Default 10000.","type":"integer","minimum":100,"maximum":3600000},"min_rtt_samples":{"description":"controller min_rtt: calls admitted and finished inside a minRTT window (at most min_limit in flight) that make its measurement; a window also ends 1 s after its first such call with what it has. Default 25.","type":"integer","minimum":1,"maximum":10000},"sample_source_time":{"description":"Count a call's time in source reads (pool checkout and statements) in its latency sample (INTERLOCK_ADMISSION_SAMPLE_SOURCE_TIME, true or false). Default false: left out, so one identity's slow statements cannot lower the limit for every caller; but then queueing for the source pool is invisible to the limit (bench/RESULTS.md, h29p). An experiment switch.","type":"boolean"},"sample_pool_wait":{"description":"Count a call's wait for a connection of a source's shared reader pool in its latency sample, the rest of its source time left out (INTERLOCK_ADMISSION_SAMPLE_POOL_WAIT, true or false). The wait starts once the call's identity has its own slot (max_concurrent_per_identity), so an identity flooding its own share, or sending slow statements, cannot lower the limit for every caller; a queue for the shared pool, which every identity's calls stand in, lowers it. Ignored when sample_source_time is true (all source time counts). Default false (bench/RESULTS.md, h29q).","type":"boolean"},"raise_on_slot_waiters":{"description":"Count calls waiting for their identity's own source slots (max_concurrent_per_identity) as in flight when deciding whether the limit is used enough to be raised (INTERLOCK_ADMISSION_RAISE_ON_SLOT_WAITERS, true or false). Default true. false: the limit is raised only while at least half of it are working calls, the calls in flight less the share of them waiting for their own slots (by Little's law the mean own-slot wait ÷ the mean latency of recent calls), so one identity sending more than its slots take does not have the limit raised to hold its queue (bench 11, one identity on 512 connections: ~60–110 calls admitted instead of ~185, no call refused late with concurrency_limited), at the price of fewer calls in flight where more would serve more (goodput at 1×–4× not shown to hold; bench/RESULTS.md, h29f). The wait stays out of the latency sample either way.","type":"boolean"},"identity_limit":{"description":"Give each identity a limit of its own inside the replica's (INTERLOCK_ADMISSION_IDENTITY_LIMIT, true or false), in calls of the gateway, set by the identity's queue for its own source slots (max_concurrent_per_identity), which the replica's limit leaves out. An identity gets one when a call of it waited for its own slots longer than its allowance (below) or was refused for lack of a source slot. At most every 100 ms (or once per latency of its calls), over its calls admitted since the last change: when their mean own-slot wait passes the allowance, max(identity_slot_wait_ms, identity_wait_ratio × their mean statement time), the share of its calls in flight queued beyond it (excess wait ÷ latency, Little's law) is taken off its limit (at most half); otherwise, while it uses at least half its limit, the limit grows by its square root, and it is removed once it reaches the replica's limit. A call refused for lack of a source slot lowers it to 0.9 × its calls in flight. Its excess calls are refused at once with rate_limited and Retry-After, like those beyond the replica's limit; other identities and the replica's limit are untouched. At most 10,000 identities are limited at once (the oldest entry goes first). Default false (bench/RESULTS.md, h29i, h29n).","type":"boolean"},"identity_slot_wait_ms":{"description":"identity_limit: the least mean wait for an identity's own source slots, in milliseconds, that its limit allows, whatever its statements' time. Default 1.","type":"number","minimum":0,"maximum":60000},"identity_wait_ratio":{"description":"identity_limit: the mean wait for an identity's own source slots that its limit allows, as a multiple of its statements' mean time (by Little's law about this many calls waiting per busy slot: enough to keep its slots busy through the gateway's own stalls). Default 2 (bench/RESULTS.md, h29n).","type":"number","minimum":0,"maximum":100},"latency_percentile":{"description":"controller min_rtt: the percentile (nearest rank) of call latencies taken both for minRTT and for each 100 ms sample. Default 90.","type":"number","exclusiveMinimum":0,"maximum":100},"max_event_loop_delay_ms":{"description":"Event-loop delay (p99 over the last second) past which the limit is lowered, by 10 % at most every 100 ms. Default 100.","type":"integer","minimum":1,"maximum":60000},"max_audit_queue":{"description":"Audit events pending in the writer (queued or in a batch being committed) past which the limit is lowered, by 10 % at most every 100 ms. Each admitted call holds its slot until its event commits, so this only acts when it is below max_limit. Default 64.","type":"integer","minimum":1,"maximum":1000000},"front_door":{"description":"On plain HTTP (not with listen.tls), while admission is refusing calls, new connections are read by a front door in front of node:http's parser, which answers a 2026-07-28 tools/call it refuses at capacity from the connection's bytes (the same answer) and hands every other request, with its connection, to node:http; node:http's refusals at capacity then close their connection so the client's next one starts at the front door (issue 29: a refusal's cost; INTERLOCK_ADMISSION_FRONT_DOOR, true or false). Default true.","type":"boolean"},"pause_refused_connections":{"description":"After a refusal at capacity on POST /mcp, read nothing more from that connection until its Retry-After (the connection stays open). A client that waits as told loses nothing; one that retries at once on the same connection cannot spend the replica's CPU on refusals and starve the calls it admitted (INTERLOCK_ADMISSION_PAUSE_REFUSED_CONNECTIONS, true or false). Turn it off behind a proxy that carries several callers on one connection. Default true.","type":"boolean"}},"additionalProperties":false},"cache":{"description":"Result cache of eligible reads.","type":"object","properties":{"ttl_ms":{"description":"Time to live of a cached result in milliseconds, 0 disables the cache (INTERLOCK_CACHE_TTL_MS). Default 30000.","type":"integer","minimum":0,"maximum":86400000},"max_bytes":{"description":"Byte budget of the cache (INTERLOCK_CACHE_MAX_BYTES). Default 67108864 (64 MiB).","type":"integer","minimum":0,"maximum":17179869184}},"additionalProperties":false},"ops_listen":{"description":"Optional separate listen address of the operations endpoints GET /healthz, /readyz and /metrics (INTERLOCK_OPS_HOST, INTERLOCK_OPS_PORT), e.g. for a Prometheus scraper on an internal interface. When set, those three endpoints are served only there (behind the same Host/Origin guard, with the loopback names plus allowed_hosts, or any host on a non-loopback bind without allowed_hosts) and no longer on listen. Default: unset (served on listen).","type":"object","properties":{"host":{"description":"Interface address of the operations listener (INTERLOCK_OPS_HOST). Default 127.0.0.1.","type":"string","minLength":1,"maxLength":255},"port":{"description":"TCP port of the operations listener, 0 = any free port (INTERLOCK_OPS_PORT).","type":"integer","minimum":0,"maximum":65535}},"required":["port"],"additionalProperties":false},"client_limits":{"description":"Limits per client address and per identity, kept in memory on each replica (so N replicas allow up to N times the figure). The client address is the TCP peer address (an IPv6 address counts by its /64 prefix); behind a reverse proxy every client shares the proxy's address.","type":"object","properties":{"keyless":{"$ref":"#/$defs/rateLimit","description":"Requests without a valid agent key (no Authorization Bearer, or a key that does not resolve) allowed per client address per window, counted before any other work (INTERLOCK_KEYLESS_POINTS, INTERLOCK_KEYLESS_WINDOW_SECONDS). Over it: 429 with Retry-After. Default 600 per 60 s."},"streams_per_address":{"description":"Open SSE streams and in-flight tool calls (GET /mcp/sse streams, and tools/call on every route, each of which may answer as a request-scoped stream) per client address (INTERLOCK_STREAMS_PER_ADDRESS). Over it: 429 rate_limited with Retry-After. Default 128.","type":"integer","minimum":1,"maximum":100000},"streams_per_identity":{"description":"Open SSE streams and in-flight tool calls per identity, across addresses (INTERLOCK_STREAMS_PER_IDENTITY). Over it: 429 rate_limited with Retry-After. Default 64. A tool call keeps its slot until its answer has been flushed to the client or its connection closed, so this also bounds the answers an identity can leave unread in memory.","type":"integer","minimum":1,"maximum":100000},"answer_write_timeout_ms":{"description":"How long a tool call's answer may wait unread by its client, in milliseconds (INTERLOCK_ANSWER_WRITE_TIMEOUT_MS): an answer not flushed to the client by then has its connection closed (the call stays audited), which frees the answer's memory and its stream slot. 0 disables the deadline. Default 30000.","type":"integer","minimum":0,"maximum":3600000},"body_reads_per_address":{"description":"Request bodies being received at once per client address, on every route, checked before the body is read (INTERLOCK_BODY_READS_PER_ADDRESS). Over it: 429 rate_limited with Retry-After, and the connection is closed. Default 64.","type":"integer","minimum":1,"maximum":100000},"body_bytes_in_flight":{"description":"Bytes of request bodies over 64 KiB being received at once on a replica, all client addresses together (one address at most an eighth), each body counted at its Content-Length (the body limit, 1 MiB, when undeclared or compressed) before it is read; smaller bodies count only against body_reads_per_address (INTERLOCK_BODY_BYTES_IN_FLIGHT). Over it: 429 rate_limited with Retry-After, and the connection is closed; one body is always admitted when none is being read. Default 134217728 (128 MiB).","type":"integer","minimum":1048576,"maximum":68719476736}},"additionalProperties":false},"auth":{"description":"InterLock as an OAuth 2.1 resource server (issue 26): JWT access tokens from the organisation's identity providers are accepted beside API keys. docs/operators.md \"Identity providers\".","type":"object","properties":{"resource":{"description":"The gateway's canonical resource URL (RFC 8707; RFC 9728 `resource`), e.g. https://gateway.example.com/mcp: the default expected audience of every issuer and the `resource` of /.well-known/oauth-protected-resource. Required when issuers are configured.","type":"string","pattern":"^https?://","maxLength":2048},"scopes_supported":{"description":"Scopes advertised in the protected resource metadata (scopes_supported). Default: none advertised.","type":"array","items":{"type":"string","minLength":1,"maxLength":256},"maxItems":64,"uniqueItems":true},"handshake_challenge":{"description":"Handshake dialect (2025-*): answer a tools/call refused as unauthorized with HTTP 401 and the WWW-Authenticate challenge (so OAuth-capable clients start their flow) instead of the contract's default tool-result refusal. Default false.","type":"boolean"},"issuers":{"description":"Trusted issuers of JWT access tokens. A token whose unverified `iss` names none of them is refused before any network or database work.","type":"array","maxItems":32,"items":{"$ref":"#/$defs/tokenIssuer"}}},"additionalProperties":false},"log_level":{"description":"Operational log level (INTERLOCK_LOG_LEVEL). Default info.","type":"string","enum":["fatal","error","warn","info","debug","trace","silent"]},"key_pepper":{"description":"Secret HMAC key for API-key hashes, at least 32 characters (INTERLOCK_KEY_PEPPER; prefer the variable or a secret store to a file). Default: generated once and kept in the control database. Changing it invalidates every key, so the gateway refuses to start with a pepper that differs from the one on record.","type":"string","minLength":32,"maxLength":1024}},"additionalProperties":false,"$defs":{"tokenIssuer":{"title":"TokenIssuer","description":"One trusted OAuth 2.1 / OpenID Connect issuer (issue 26 item 1) and how its tokens map to identities (item 2).","type":"object","properties":{"issuer":{"description":"The issuer identifier, compared exactly with the token's `iss` (and with the discovery document's `issuer`).","type":"string","pattern":"^https?://","maxLength":2048},"jwks_uri":{"description":"The issuer's JWKS URL. Absent: discovered from <issuer>/.well-known/openid-configuration.","type":"string","pattern":"^https?://","maxLength":2048},"audience":{"description":"Expected `aud` (one of the token's audiences must equal it). Default: auth.resource.","type":"string","minLength":1,"maxLength":2048},"algorithms":{"description":"Allowed JWS algorithms, asymmetric only (`none` and HMAC are never accepted). Default [RS256, ES256].","type":"array","minItems":1,"uniqueItems":true,"items":{"type":"string","enum":["RS256","RS384","RS512","PS256","PS384","PS512","ES256","ES384","ES512","EdDSA"]}},"required_scopes":{"description":"Scopes the token's `scope` (or `scp`) claim must all carry; a token missing one is refused 403 insufficient_scope. Default none.","type":"array","items":{"type":"string","minLength":1,"maxLength":256},"maxItems":64,"uniqueItems":true},"jwks_cooldown_seconds":{"description":"Least interval between two fetches of the issuer's JWKS, in seconds: a token with an unknown `kid` (a rotated key) refetches at most this often. Default 30.","type":"integer","minimum":1,"maximum":3600},"clock_skew_seconds":{"description":"Tolerance for exp, nbf and iat, in seconds. Default 60.","type":"integer","minimum":0,"maximum":600},"identity_claim":{"description":"The claim that names the identity (e.g. sub, email, preferred_username); lower-cased, it must be a valid identity name. Default sub.","type":"string","minLength":1,"maxLength":128},"unknown_subjects":{"description":"A subject with no identity yet: refuse (invalid_token) or provision an identity named by identity_claim. Default refuse.","type":"string","enum":["refuse","provision"]},"role_grants":{"description":"Claim values that grant source roles: every rule whose claim carries the value (equal, or an element of an array claim) grants role on source to the token's identity; such grants follow the claims on each sign-in.","type":"array","maxItems":256,"items":{"$ref":"#/$defs/claimRoleGrant"}},"attribute_claims":{"description":"Claims copied into the identity's attributes for policies and row rules. Default [email, groups, roles].","type":"array","items":{"type":"string","minLength":1,"maxLength":128},"maxItems":32,"uniqueItems":true}},"required":["issuer"],"additionalProperties":false},"claimRoleGrant":{"title":"ClaimRoleGrant","description":"A claim value that grants a source role on a source.","type":"object","properties":{"claim":{"description":"Claim name, e.g. groups.","type":"string","minLength":1,"maxLength":128},"value":{"description":"Claim value that grants the role.","type":"string","minLength":1,"maxLength":256},"role":{"description":"Source role name.","type":"string","minLength":1,"maxLength":128},"source":{"description":"Source id.","type":"string","minLength":1,"maxLength":128}},"required":["claim","value","role","source"],"additionalProperties":false},"rateLimit":{"title":"RateLimit","description":"A number of calls per window. Either field may be given alone: the other keeps its default (or the value a lower layer set: defaults, then the file, then the environment, then the command line).","type":"object","properties":{"points":{"description":"Calls allowed per window.","type":"integer","minimum":1,"maximum":1000000},"window_seconds":{"description":"Window length in seconds.","type":"integer","minimum":1,"maximum":86400}},"additionalProperties":false}}};
+const schema72 = {"$schema":"https://json-schema.org/draft/2020-12/schema","$id":"https://interlock.dev/spec/config-v1.schema.json","title":"GatewayConfig","description":"InterLock gateway configuration: an optional JSON or YAML file (--config FILE) merged with INTERLOCK_* environment variables (environment wins) and then command-line flags. Unknown keys are errors everywhere, and so are unknown INTERLOCK_* environment variables: a misspelt safety setting must never be silently ignored. docs/operators.md lists every key with its variable and default.","type":"object","properties":{"listen":{"description":"Where the MCP endpoint listens.","type":"object","properties":{"host":{"description":"Interface address (INTERLOCK_HOST). Default 127.0.0.1.","type":"string","minLength":1,"maxLength":255},"port":{"description":"TCP port, 0 = any free port (INTERLOCK_PORT). Default 8787.","type":"integer","minimum":0,"maximum":65535},"request_timeout_ms":{"description":"Longest time a client may take to send one whole request, headers and body (INTERLOCK_REQUEST_TIMEOUT_MS); past it the connection is answered 408 and closed. Does not limit how long an answer or an SSE stream takes. Default 30000.","type":"integer","minimum":1000,"maximum":3600000},"headers_timeout_ms":{"description":"Longest time a client may take to send a request's headers (INTERLOCK_HEADERS_TIMEOUT_MS); at most request_timeout_ms (a larger value is lowered to it). Default 20000.","type":"integer","minimum":1000,"maximum":3600000},"tls":{"description":"Serve the gateway (MCP endpoint, console, admin API) over TLS on listen.host:port instead of plain HTTP (INTERLOCK_TLS_CERT_FILE, INTERLOCK_TLS_KEY_FILE; issue 24, item 3). Both files are PEM; they are read at start and again on SIGHUP (a failed reload keeps the current certificate and is logged). Console cookies are then Secure. Default: plain HTTP.","type":"object","properties":{"cert_file":{"description":"PEM certificate chain file (leaf first).","type":"string","minLength":1},"key_file":{"description":"PEM private key file of the certificate.","type":"string","minLength":1}},"required":["cert_file","key_file"],"additionalProperties":false}},"additionalProperties":false},"database":{"description":"The control database.","type":"object","properties":{"url":{"description":"PostgreSQL connection URL of the control database (INTERLOCK_DATABASE_URL). Without it an embedded PostgreSQL is started in embedded_data_dir.","type":"string","pattern":"^postgres(ql)?://"},"embedded_data_dir":{"description":"Folder of the embedded PostgreSQL, kept across restarts (INTERLOCK_EMBEDDED_DATA_DIR). Default .interlock/pg.","type":"string","minLength":1},"embedded_port":{"description":"Port of the embedded PostgreSQL, 0 = a free port (INTERLOCK_EMBEDDED_PORT). Default 0.","type":"integer","minimum":0,"maximum":65535},"pool_size":{"description":"Largest number of pooled control-database connections (INTERLOCK_DATABASE_POOL_SIZE). Default 10.","type":"integer","minimum":1,"maximum":1000},"operator_url":{"description":"PostgreSQL connection URL of the operator connection (INTERLOCK_OPERATOR_DATABASE_URL): the database role, given `interlock db grant-operator-role`, through which the admin API (/admin/v1) and the console make governance changes (identities, keys, sources, roles, grants, policies, apply) and record their config events, while the gateway itself runs on its least-privilege runtime role (url). Same database and URL forms as url (several hosts, target_session_attrs). A pool of at most 4 connections; readiness does not depend on it. Unset: governance changes go through url's role, and are refused (403 forbidden) when that role may not make them.","type":"string","pattern":"^postgres(ql)?://"}},"additionalProperties":false},"allowed_hosts":{"description":"Host header values accepted besides the loopback names when bound to loopback (INTERLOCK_ALLOWED_HOSTS, comma-separated), e.g. gateway.example.com:443. DNS-rebinding protection (decision 14).","type":"array","items":{"type":"string","minLength":1,"maxLength":300},"maxItems":100},"allowed_origins":{"description":"Origin values accepted besides the request's own origin (INTERLOCK_ALLOWED_ORIGINS, comma-separated), e.g. https://app.example.com.","type":"array","items":{"type":"string","pattern":"^https?://[^/\\s]+$"},"maxItems":100},"trust_proxy":{"description":"Which proxies in front of the gateway are trusted to give the client's scheme and address in X-Forwarded-Proto and X-Forwarded-For (INTERLOCK_TRUST_PROXY, comma-separated), with Express's `trust proxy` semantics: true trusts every hop, a number that many hops, a list names trusted addresses or subnets (CIDR) or loopback, linklocal, uniquelocal. Set it when a TLS-terminating proxy serves the console, so its cookies are Secure (issue 24, item 3). Applies to every route but POST /mcp. Default false: X-Forwarded-* is ignored.","anyOf":[{"type":"boolean"},{"type":"integer","minimum":0,"maximum":100},{"type":"array","items":{"type":"string","minLength":1,"maxLength":100},"minItems":1,"maxItems":100}]},"console":{"description":"The web approval console at /console (issue 24, item 3). Sessions are kept in the control database, so sign-out, operator-token revocation and the timeouts hold on every replica.","type":"object","properties":{"session_idle_timeout_seconds":{"description":"A console session ends after this long without a request (INTERLOCK_CONSOLE_SESSION_IDLE_TIMEOUT_SECONDS). Default 1800 (30 minutes).","type":"integer","minimum":60,"maximum":86400},"session_absolute_timeout_seconds":{"description":"A console session ends this long after sign-in, however active (INTERLOCK_CONSOLE_SESSION_ABSOLUTE_TIMEOUT_SECONDS). Default 28800 (8 hours).","type":"integer","minimum":300,"maximum":604800}},"additionalProperties":false},"rate_limits":{"description":"Calls allowed per window, shared by every replica through the control database. per_identity counts every call of one identity across all sources (INTERLOCK_RATE_LIMIT_IDENTITY_POINTS, INTERLOCK_RATE_LIMIT_IDENTITY_WINDOW_SECONDS; default 120 per 60 s); per_source counts every call to one source across all identities (INTERLOCK_RATE_LIMIT_SOURCE_POINTS, INTERLOCK_RATE_LIMIT_SOURCE_WINDOW_SECONDS; default 600 per 60 s).","type":"object","properties":{"per_identity":{"$ref":"#/$defs/rateLimit"},"per_source":{"$ref":"#/$defs/rateLimit"}},"additionalProperties":false},"approvals":{"type":"object","properties":{"ttl_seconds":{"description":"How long a queued write waits for an operator before it expires (INTERLOCK_APPROVAL_TTL_SECONDS). Default 86400 (one day).","type":"integer","minimum":60,"maximum":2592000},"max_pending_per_identity":{"description":"Most writes one identity may have waiting for approval at once; the next is refused approval_queue_full and not queued (INTERLOCK_APPROVAL_MAX_PENDING_PER_IDENTITY). Default 20.","type":"integer","minimum":1,"maximum":100000},"max_pending_per_source":{"description":"Most writes waiting for approval on one source at once, all identities together (INTERLOCK_APPROVAL_MAX_PENDING_PER_SOURCE). Default 100.","type":"integer","minimum":1,"maximum":1000000},"sweep_interval_ms":{"description":"How often each gateway expires overdue pending approvals, in milliseconds (INTERLOCK_APPROVAL_SWEEP_INTERVAL_MS). Default 10000.","type":"integer","minimum":100,"maximum":3600000},"sweep_batch":{"description":"Most approvals one sweep expires; the rest wait for the next tick (INTERLOCK_APPROVAL_SWEEP_BATCH). Default 500.","type":"integer","minimum":1,"maximum":10000}},"additionalProperties":false},"audit":{"description":"The audit trail (issue 11).","type":"object","properties":{"commit_timeout_ms":{"description":"How long a tools/call waits for its audit event to commit before it is answered unavailable/audit_unavailable with no result (INTERLOCK_AUDIT_COMMIT_TIMEOUT_MS). Default 2000.","type":"integer","minimum":100,"maximum":60000},"retention_min_days":{"description":"Retention floor of `interlock audit archive`: without --force it never archives a month that ends less than this many days ago (nor the open month, whatever this is). 0: only the open month is kept (INTERLOCK_AUDIT_RETENTION_MIN_DAYS). Default 0.","type":"integer","minimum":0,"maximum":36500},"key":{"description":"Secret key the gateway tags its audit batches with (HMAC-SHA-256, chain format 5), at least 32 characters, whitespace around it not counted (it is not part of the key), so at least 32 bytes (INTERLOCK_AUDIT_KEY; prefer the variable or a secret store to a file; never store it in the control database). With it, a holder of only the runtime role's database credential can no longer write batches `interlock audit verify` accepts; verify needs it (or one of previous_keys) to authenticate them. Default: none (format 3, unkeyed), except the embedded database, which generates one into its data dir (audit-key, mode 0600).","type":"string","pattern":"^\\s*\\S[\\s\\S]{30,}\\S\\s*$","maxLength":1024},"previous_keys":{"description":"Earlier audit keys, which verify batches they tagged but tag nothing new (key rotation; INTERLOCK_AUDIT_PREVIOUS_KEYS, comma-separated). Each at least 32 characters, whitespace around it not counted, as key. Default none.","type":"array","items":{"type":"string","pattern":"^\\s*\\S[\\s\\S]{30,}\\S\\s*$","maxLength":1024},"maxItems":16,"uniqueItems":true}},"additionalProperties":false},"notifications":{"description":"Where InterLock tells people about approvals. Each webhook receives a signed JSON POST for the events it names.","type":"object","properties":{"webhooks":{"type":"array","maxItems":20,"items":{"type":"object","properties":{"url":{"description":"Where to POST (http or https).","type":"string","pattern":"^https?://[^\\s]+$"},"events":{"description":"Which approval events to send: queued (a write waits), decided (approved, rejected or expired), expired (the sweeper expired it undecided), executed, failed.","type":"array","minItems":1,"uniqueItems":true,"items":{"type":"string","enum":["approval.queued","approval.decided","approval.expired","approval.executed","approval.failed"]}},"secret_env":{"description":"Environment variable holding the signing secret, at least 32 bytes (UTF-8; a shorter one is refused when the configuration loads). Each POST carries X-InterLock-Timestamp and X-InterLock-Signature: sha256=hex(HMAC-SHA-256(secret, timestamp + '.' + body)).","type":"string","pattern":"^[A-Z_][A-Z0-9_]*$"}},"required":["url","events","secret_env"],"additionalProperties":false}},"coalesce_queued_at":{"description":"When this many approval.queued events of one identity arrive in one poll of the audit trail, each webhook gets one delivery listing them all (approval.count, approval.approval_ids) instead of one per write. Default 3.","type":"integer","minimum":2,"maximum":1000}},"additionalProperties":false},"admission":{"description":"Admission by capacity (issue 29; src/transport/capacity.ts): an adaptive limit on the governed tool calls a replica runs at once, lowered when calls slow down (gradient of short- against long-term latency), when the event loop lags or when the audit writer falls behind, with a short bounded queue. Beyond it a call is refused at once with rate_limited, retry_after_ms and Retry-After derived from the queue, before identity, SQL or audit work; such refusals are audited in aggregate per client address per minute, like keyless refusals. In memory per replica.","type":"object","properties":{"enabled":{"description":"Turn admission by capacity on or off (INTERLOCK_ADMISSION_ENABLED, true or false). Default true.","type":"boolean"},"initial_limit":{"description":"Starting limit, in calls in flight. Default 16: about 2 × CPU cores × 4 calls in flight per core on the 2-core reference machine (a point read spends 1–1.4 ms of gateway CPU in a 5–6 ms answer; peak goodput near 8 connections, bench/11-overload.ts); raise it with the cores.","type":"integer","minimum":1,"maximum":100000},"min_limit":{"description":"The limit never falls below this (INTERLOCK_ADMISSION_MIN_LIMIT). Default 4: one core's worth of calls in flight, so a starved replica still serves while it refuses the excess; the limit acts from 8–32 connections up on 2 cores.","type":"integer","minimum":1,"maximum":100000},"max_limit":{"description":"The limit never rises above this (INTERLOCK_ADMISSION_MAX_LIMIT). Default 512.","type":"integer","minimum":1,"maximum":100000},"queue_size":{"description":"Calls that may wait for a slot; beyond them a call is refused at once (INTERLOCK_ADMISSION_QUEUE_SIZE). Default 32.","type":"integer","minimum":0,"maximum":100000},"queue_timeout_ms":{"description":"Longest wait of a queued call in milliseconds; then it is refused. Default 250.","type":"integer","minimum":1,"maximum":60000},"tolerance":{"description":"How many times the long-term latency (controller min_rtt: minRTT) the short-term one may reach before the limit falls. Default 2.","type":"number","minimum":1,"maximum":10},"controller":{"description":"How the limit follows latency (INTERLOCK_ADMISSION_CONTROLLER). \"long_average\" (default): the gradient of the short-term latency against a slow long-term average (10 s time constant). \"min_rtt\": Envoy's gradient controller: the replica's latency at low concurrency (minRTT) is measured in a window every min_rtt_interval_ms (plus up to 10 % jitter) with the limit held at min_limit, and every 100 ms the limit becomes limit × gradient + √(limit × gradient), gradient = clamp(tolerance × minRTT ÷ sampled latency, 0.5, 2), the sampled latency being the latency_percentile of the calls finished in those 100 ms; a limit at min_limit for 5 updates in a row measures minRTT again at once.","type":"string","enum":["long_average","min_rtt"]},"min_rtt_interval_ms":{"description":"controller min_rtt: milliseconds between the end of one minRTT window and the start of the next (plus up to 10 % jitter). Default 10000.","type":"integer","minimum":100,"maximum":3600000},"min_rtt_samples":{"description":"controller min_rtt: calls admitted and finished inside a minRTT window (at most min_limit in flight) that make its measurement; a window also ends 1 s after its first such call with what it has. Default 25.","type":"integer","minimum":1,"maximum":10000},"sample_source_time":{"description":"Count a call's time in source reads (pool checkout and statements) in its latency sample (INTERLOCK_ADMISSION_SAMPLE_SOURCE_TIME, true or false). Default false: left out, so one identity's slow statements cannot lower the limit for every caller; but then queueing for the source pool is invisible to the limit (bench/RESULTS.md, h29p). An experiment switch.","type":"boolean"},"sample_pool_wait":{"description":"Count a call's wait for a connection of a source's shared reader pool in its latency sample, the rest of its source time left out (INTERLOCK_ADMISSION_SAMPLE_POOL_WAIT, true or false). The wait starts once the call's identity has its own slot (max_concurrent_per_identity), so an identity flooding its own share, or sending slow statements, cannot lower the limit for every caller; a queue for the shared pool, which every identity's calls stand in, lowers it. Ignored when sample_source_time is true (all source time counts). Default false (bench/RESULTS.md, h29q).","type":"boolean"},"raise_on_slot_waiters":{"description":"Count calls waiting for their identity's own source slots (max_concurrent_per_identity) as in flight when deciding whether the limit is used enough to be raised (INTERLOCK_ADMISSION_RAISE_ON_SLOT_WAITERS, true or false). Default true. false: the limit is raised only while at least half of it are working calls, the calls in flight less the share of them waiting for their own slots (by Little's law the mean own-slot wait ÷ the mean latency of recent calls), so one identity sending more than its slots take does not have the limit raised to hold its queue (bench 11, one identity on 512 connections: ~60–110 calls admitted instead of ~185, no call refused late with concurrency_limited), at the price of fewer calls in flight where more would serve more (goodput at 1×–4× not shown to hold; bench/RESULTS.md, h29f). The wait stays out of the latency sample either way.","type":"boolean"},"identity_limit":{"description":"Give each identity a limit of its own inside the replica's (INTERLOCK_ADMISSION_IDENTITY_LIMIT, true or false), in calls of the gateway, set by the identity's queue for its own source slots (max_concurrent_per_identity), which the replica's limit leaves out. An identity gets one when a call of it waited for its own slots longer than its allowance (below) or was refused for lack of a source slot. At most every 100 ms (or once per latency of its calls), over its calls admitted since the last change: when their mean own-slot wait passes the allowance, max(identity_slot_wait_ms, identity_wait_ratio × their mean statement time), the share of its calls in flight queued beyond it (excess wait ÷ latency, Little's law) is taken off its limit (at most half); otherwise, while it uses at least half its limit, the limit grows by its square root, and it is removed once it reaches the replica's limit. A call refused for lack of a source slot lowers it to 0.9 × its calls in flight. Its excess calls are refused at once with rate_limited and Retry-After, like those beyond the replica's limit; other identities and the replica's limit are untouched. At most 10,000 identities are limited at once (the oldest entry goes first). Default false (bench/RESULTS.md, h29i, h29n).","type":"boolean"},"identity_slot_wait_ms":{"description":"identity_limit: the least mean wait for an identity's own source slots, in milliseconds, that its limit allows, whatever its statements' time. Default 1.","type":"number","minimum":0,"maximum":60000},"identity_wait_ratio":{"description":"identity_limit: the mean wait for an identity's own source slots that its limit allows, as a multiple of its statements' mean time (by Little's law about this many calls waiting per busy slot: enough to keep its slots busy through the gateway's own stalls). Default 2 (bench/RESULTS.md, h29n).","type":"number","minimum":0,"maximum":100},"latency_percentile":{"description":"controller min_rtt: the percentile (nearest rank) of call latencies taken both for minRTT and for each 100 ms sample. Default 90.","type":"number","exclusiveMinimum":0,"maximum":100},"max_event_loop_delay_ms":{"description":"Event-loop delay (p99 over the last second) past which the limit is lowered, by 10 % at most every 100 ms. Default 100.","type":"integer","minimum":1,"maximum":60000},"max_audit_queue":{"description":"Audit events pending in the writer (queued or in a batch being committed) past which the limit is lowered, by 10 % at most every 100 ms. Each admitted call holds its slot until its event commits, so this only acts when it is below max_limit. Default 64.","type":"integer","minimum":1,"maximum":1000000},"front_door":{"description":"On plain HTTP (not with listen.tls), while admission is refusing calls, new connections are read by a front door in front of node:http's parser, which answers a 2026-07-28 tools/call it refuses at capacity from the connection's bytes (the same answer) and hands every other request, with its connection, to node:http; node:http's refusals at capacity then close their connection so the client's next one starts at the front door (issue 29: a refusal's cost; INTERLOCK_ADMISSION_FRONT_DOOR, true or false). Default true.","type":"boolean"},"pause_refused_connections":{"description":"After a refusal at capacity on POST /mcp, read nothing more from that connection until its Retry-After (the connection stays open). A client that waits as told loses nothing; one that retries at once on the same connection cannot spend the replica's CPU on refusals and starve the calls it admitted (INTERLOCK_ADMISSION_PAUSE_REFUSED_CONNECTIONS, true or false). Turn it off behind a proxy that carries several callers on one connection. Default true.","type":"boolean"}},"additionalProperties":false},"cache":{"description":"Result cache of eligible reads.","type":"object","properties":{"ttl_ms":{"description":"Time to live of a cached result in milliseconds, 0 disables the cache (INTERLOCK_CACHE_TTL_MS). Default 30000.","type":"integer","minimum":0,"maximum":86400000},"max_bytes":{"description":"Byte budget of the cache (INTERLOCK_CACHE_MAX_BYTES). Default 67108864 (64 MiB).","type":"integer","minimum":0,"maximum":17179869184}},"additionalProperties":false},"ops_listen":{"description":"Optional separate listen address of the operations endpoints GET /healthz, /readyz and /metrics (INTERLOCK_OPS_HOST, INTERLOCK_OPS_PORT), e.g. for a Prometheus scraper on an internal interface. When set, those three endpoints are served only there (behind the same Host/Origin guard, with the loopback names plus allowed_hosts, or any host on a non-loopback bind without allowed_hosts) and no longer on listen. Default: unset (served on listen).","type":"object","properties":{"host":{"description":"Interface address of the operations listener (INTERLOCK_OPS_HOST). Default 127.0.0.1.","type":"string","minLength":1,"maxLength":255},"port":{"description":"TCP port of the operations listener, 0 = any free port (INTERLOCK_OPS_PORT).","type":"integer","minimum":0,"maximum":65535}},"required":["port"],"additionalProperties":false},"client_limits":{"description":"Limits per client address and per identity, kept in memory on each replica (so N replicas allow up to N times the figure). The client address is the TCP peer address (an IPv6 address counts by its /64 prefix); behind a reverse proxy every client shares the proxy's address.","type":"object","properties":{"keyless":{"$ref":"#/$defs/rateLimit","description":"Requests without a valid agent key (no Authorization Bearer, or a key that does not resolve) allowed per client address per window, counted before any other work (INTERLOCK_KEYLESS_POINTS, INTERLOCK_KEYLESS_WINDOW_SECONDS). Over it: 429 with Retry-After. Default 600 per 60 s."},"streams_per_address":{"description":"Open SSE streams and in-flight tool calls (GET /mcp/sse streams, and tools/call on every route, each of which may answer as a request-scoped stream) per client address (INTERLOCK_STREAMS_PER_ADDRESS). Over it: 429 rate_limited with Retry-After. Default 128.","type":"integer","minimum":1,"maximum":100000},"streams_per_identity":{"description":"Open SSE streams and in-flight tool calls per identity, across addresses (INTERLOCK_STREAMS_PER_IDENTITY). Over it: 429 rate_limited with Retry-After. Default 64. A tool call keeps its slot until its answer has been flushed to the client or its connection closed, so this also bounds the answers an identity can leave unread in memory.","type":"integer","minimum":1,"maximum":100000},"answer_write_timeout_ms":{"description":"How long a tool call's answer may wait unread by its client, in milliseconds (INTERLOCK_ANSWER_WRITE_TIMEOUT_MS): an answer not flushed to the client by then has its connection closed (the call stays audited), which frees the answer's memory and its stream slot. 0 disables the deadline. Default 30000.","type":"integer","minimum":0,"maximum":3600000},"body_reads_per_address":{"description":"Request bodies being received at once per client address, on every route, checked before the body is read (INTERLOCK_BODY_READS_PER_ADDRESS). Over it: 429 rate_limited with Retry-After, and the connection is closed. Default 64.","type":"integer","minimum":1,"maximum":100000},"body_bytes_in_flight":{"description":"Bytes of request bodies over 64 KiB being received at once on a replica, all client addresses together (one address at most an eighth), each body counted at its Content-Length (the body limit, 1 MiB, when undeclared or compressed) before it is read; smaller bodies count only against body_reads_per_address (INTERLOCK_BODY_BYTES_IN_FLIGHT). Over it: 429 rate_limited with Retry-After, and the connection is closed; one body is always admitted when none is being read. Default 134217728 (128 MiB).","type":"integer","minimum":1048576,"maximum":68719476736}},"additionalProperties":false},"auth":{"description":"InterLock as an OAuth 2.1 resource server (issue 26): JWT access tokens from the organisation's identity providers are accepted beside API keys. docs/operators.md \"Identity providers\".","type":"object","properties":{"resource":{"description":"The gateway's canonical resource URL (RFC 8707; RFC 9728 `resource`), e.g. https://gateway.example.com/mcp: the default expected audience of every issuer and the `resource` of /.well-known/oauth-protected-resource. Required when issuers are configured.","type":"string","pattern":"^https?://","maxLength":2048},"scopes_supported":{"description":"Scopes advertised in the protected resource metadata (scopes_supported). Default: none advertised.","type":"array","items":{"type":"string","minLength":1,"maxLength":256},"maxItems":64,"uniqueItems":true},"handshake_challenge":{"description":"Handshake dialect (2025-*): answer a tools/call refused as unauthorized with HTTP 401 and the WWW-Authenticate challenge (so OAuth-capable clients start their flow) instead of the contract's default tool-result refusal. Default false.","type":"boolean"},"issuers":{"description":"Trusted issuers of JWT access tokens. A token whose unverified `iss` names none of them is refused before any network or database work.","type":"array","maxItems":32,"items":{"$ref":"#/$defs/tokenIssuer"}}},"additionalProperties":false},"log_level":{"description":"Operational log level (INTERLOCK_LOG_LEVEL). Default info.","type":"string","enum":["fatal","error","warn","info","debug","trace","silent"]},"key_pepper":{"description":"Secret HMAC key for API-key hashes, at least 32 characters (INTERLOCK_KEY_PEPPER; prefer the variable or a secret store to a file). Default: generated once and kept in the control database. Changing it invalidates every key, so the gateway refuses to start with a pepper that differs from the one on record.","type":"string","minLength":32,"maxLength":1024}},"additionalProperties":false,"$defs":{"tokenIssuer":{"title":"TokenIssuer","description":"One trusted OAuth 2.1 / OpenID Connect issuer (issue 26 item 1) and how its tokens map to identities (item 2).","type":"object","properties":{"issuer":{"description":"The issuer identifier, compared exactly with the token's `iss` (and with the discovery document's `issuer`).","type":"string","pattern":"^https?://","maxLength":2048},"jwks_uri":{"description":"The issuer's JWKS URL. Absent: discovered from <issuer>/.well-known/openid-configuration.","type":"string","pattern":"^https?://","maxLength":2048},"audience":{"description":"Expected `aud` (one of the token's audiences must equal it). Default: auth.resource.","type":"string","minLength":1,"maxLength":2048},"algorithms":{"description":"Allowed JWS algorithms, asymmetric only (`none` and HMAC are never accepted). Default [RS256, ES256].","type":"array","minItems":1,"uniqueItems":true,"items":{"type":"string","enum":["RS256","RS384","RS512","PS256","PS384","PS512","ES256","ES384","ES512","EdDSA"]}},"required_scopes":{"description":"Scopes the token's `scope` (or `scp`) claim must all carry; a token missing one is refused 403 insufficient_scope. Default none.","type":"array","items":{"type":"string","minLength":1,"maxLength":256},"maxItems":64,"uniqueItems":true},"jwks_cooldown_seconds":{"description":"Least interval between two fetches of the issuer's JWKS, in seconds: a token with an unknown `kid` (a rotated key) refetches at most this often. Default 30.","type":"integer","minimum":1,"maximum":3600},"clock_skew_seconds":{"description":"Tolerance for exp, nbf and iat, in seconds. Default 60.","type":"integer","minimum":0,"maximum":600},"token_type":{"description":"The JWT `typ` header every token of this issuer must carry (RFC 9068 access tokens: at+jwt), compared without case and without an `application/` prefix. Absent: a token without `typ`, or with `JWT` or `at+jwt`, is accepted and one whose `typ` names another kind of token the issuer signs (an ID token's or logout token's own type, `dpop+jwt`, `secevent+jwt`, …) is refused (invalid_token, reason wrong_type).","type":"string","minLength":1,"maxLength":64,"pattern":"^[A-Za-z0-9!#$&^_.+-]+(/[A-Za-z0-9!#$&^_.+-]+)?$"},"identity_claim":{"description":"The claim that names the identity (e.g. sub, email, preferred_username); lower-cased, it must be a valid identity name. Default sub.","type":"string","minLength":1,"maxLength":128},"unknown_subjects":{"description":"A subject with no identity yet: refuse (invalid_token) or provision an identity named by identity_claim. Default refuse.","type":"string","enum":["refuse","provision"]},"role_grants":{"description":"Claim values that grant source roles: every rule whose claim carries the value (equal, or an element of an array claim) grants role on source to the token's identity; such grants follow the claims on each sign-in.","type":"array","maxItems":256,"items":{"$ref":"#/$defs/claimRoleGrant"}},"attribute_claims":{"description":"Claims copied into the identity's attributes for policies and row rules. Default [email, groups, roles].","type":"array","items":{"type":"string","minLength":1,"maxLength":128},"maxItems":32,"uniqueItems":true}},"required":["issuer"],"additionalProperties":false},"claimRoleGrant":{"title":"ClaimRoleGrant","description":"A claim value that grants a source role on a source.","type":"object","properties":{"claim":{"description":"Claim name, e.g. groups.","type":"string","minLength":1,"maxLength":128},"value":{"description":"Claim value that grants the role.","type":"string","minLength":1,"maxLength":256},"role":{"description":"Source role name.","type":"string","minLength":1,"maxLength":128},"source":{"description":"Source id.","type":"string","minLength":1,"maxLength":128}},"required":["claim","value","role","source"],"additionalProperties":false},"rateLimit":{"title":"RateLimit","description":"A number of calls per window. Either field may be given alone: the other keeps its default (or the value a lower layer set: defaults, then the file, then the environment, then the command line).","type":"object","properties":{"points":{"description":"Calls allowed per window.","type":"integer","minimum":1,"maximum":1000000},"window_seconds":{"description":"Window length in seconds.","type":"integer","minimum":1,"maximum":86400}},"additionalProperties":false}}};
 const schema73 = {"title":"RateLimit","description":"A number of calls per window. Either field may be given alone: the other keeps its default (or the value a lower layer set: defaults, then the file, then the environment, then the command line).","type":"object","properties":{"points":{"description":"Calls allowed per window.","type":"integer","minimum":1,"maximum":1000000},"window_seconds":{"description":"Window length in seconds.","type":"integer","minimum":1,"maximum":86400}},"additionalProperties":false};
 const pattern19 = new RegExp("^postgres(ql)?://", "u");
 const pattern21 = new RegExp("^https?://[^/\\s]+$", "u");
 const pattern22 = new RegExp("^\\s*\\S[\\s\\S]{30,}\\S\\s*$", "u");
 const pattern24 = new RegExp("^https?://[^\\s]+$", "u");
 const pattern25 = new RegExp("^[A-Z_][A-Z0-9_]*$", "u");
-const schema76 = {"title":"TokenIssuer","description":"One trusted OAuth 2.1 / OpenID Connect issuer (issue 26 item 1) and how its tokens map to identities (item 2).","type":"object","properties":{"issuer":{"description":"The issuer identifier, compared exactly with the token's `iss` (and with the discovery document's `issuer`).","type":"string","pattern":"^https?://","maxLength":2048},"jwks_uri":{"description":"The issuer's JWKS URL. Absent: discovered from <issuer>/.well-known/openid-configuration.","type":"string","pattern":"^https?://","maxLength":2048},"audience":{"description":"Expected `aud` (one of the token's audiences must equal it). Default: auth.resource.","type":"string","minLength":1,"maxLength":2048},"algorithms":{"description":"Allowed JWS algorithms, asymmetric only (`none` and HMAC are never accepted). Default [RS256, ES256].","type":"array","minItems":1,"uniqueItems":true,"items":{"type":"string","enum":["RS256","RS384","RS512","PS256","PS384","PS512","ES256","ES384","ES512","EdDSA"]}},"required_scopes":{"description":"Scopes the token's `scope` (or `scp`) claim must all carry; a token missing one is refused 403 insufficient_scope. Default none.","type":"array","items":{"type":"string","minLength":1,"maxLength":256},"maxItems":64,"uniqueItems":true},"jwks_cooldown_seconds":{"description":"Least interval between two fetches of the issuer's JWKS, in seconds: a token with an unknown `kid` (a rotated key) refetches at most this often. Default 30.","type":"integer","minimum":1,"maximum":3600},"clock_skew_seconds":{"description":"Tolerance for exp, nbf and iat, in seconds. Default 60.","type":"integer","minimum":0,"maximum":600},"identity_claim":{"description":"The claim that names the identity (e.g. sub, email, preferred_username); lower-cased, it must be a valid identity name. Default sub.","type":"string","minLength":1,"maxLength":128},"unknown_subjects":{"description":"A subject with no identity yet: refuse (invalid_token) or provision an identity named by identity_claim. Default refuse.","type":"string","enum":["refuse","provision"]},"role_grants":{"description":"Claim values that grant source roles: every rule whose claim carries the value (equal, or an element of an array claim) grants role on source to the token's identity; such grants follow the claims on each sign-in.","type":"array","maxItems":256,"items":{"$ref":"#/$defs/claimRoleGrant"}},"attribute_claims":{"description":"Claims copied into the identity's attributes for policies and row rules. Default [email, groups, roles].","type":"array","items":{"type":"string","minLength":1,"maxLength":128},"maxItems":32,"uniqueItems":true}},"required":["issuer"],"additionalProperties":false};
+const schema76 = {"title":"TokenIssuer","description":"One trusted OAuth 2.1 / OpenID Connect issuer (issue 26 item 1) and how its tokens map to identities (item 2).","type":"object","properties":{"issuer":{"description":"The issuer identifier, compared exactly with the token's `iss` (and with the discovery document's `issuer`).","type":"string","pattern":"^https?://","maxLength":2048},"jwks_uri":{"description":"The issuer's JWKS URL. Absent: discovered from <issuer>/.well-known/openid-configuration.","type":"string","pattern":"^https?://","maxLength":2048},"audience":{"description":"Expected `aud` (one of the token's audiences must equal it). Default: auth.resource.","type":"string","minLength":1,"maxLength":2048},"algorithms":{"description":"Allowed JWS algorithms, asymmetric only (`none` and HMAC are never accepted). Default [RS256, ES256].","type":"array","minItems":1,"uniqueItems":true,"items":{"type":"string","enum":["RS256","RS384","RS512","PS256","PS384","PS512","ES256","ES384","ES512","EdDSA"]}},"required_scopes":{"description":"Scopes the token's `scope` (or `scp`) claim must all carry; a token missing one is refused 403 insufficient_scope. Default none.","type":"array","items":{"type":"string","minLength":1,"maxLength":256},"maxItems":64,"uniqueItems":true},"jwks_cooldown_seconds":{"description":"Least interval between two fetches of the issuer's JWKS, in seconds: a token with an unknown `kid` (a rotated key) refetches at most this often. Default 30.","type":"integer","minimum":1,"maximum":3600},"clock_skew_seconds":{"description":"Tolerance for exp, nbf and iat, in seconds. Default 60.","type":"integer","minimum":0,"maximum":600},"token_type":{"description":"The JWT `typ` header every token of this issuer must carry (RFC 9068 access tokens: at+jwt), compared without case and without an `application/` prefix. Absent: a token without `typ`, or with `JWT` or `at+jwt`, is accepted and one whose `typ` names another kind of token the issuer signs (an ID token's or logout token's own type, `dpop+jwt`, `secevent+jwt`, …) is refused (invalid_token, reason wrong_type).","type":"string","minLength":1,"maxLength":64,"pattern":"^[A-Za-z0-9!#$&^_.+-]+(/[A-Za-z0-9!#$&^_.+-]+)?$"},"identity_claim":{"description":"The claim that names the identity (e.g. sub, email, preferred_username); lower-cased, it must be a valid identity name. Default sub.","type":"string","minLength":1,"maxLength":128},"unknown_subjects":{"description":"A subject with no identity yet: refuse (invalid_token) or provision an identity named by identity_claim. Default refuse.","type":"string","enum":["refuse","provision"]},"role_grants":{"description":"Claim values that grant source roles: every rule whose claim carries the value (equal, or an element of an array claim) grants role on source to the token's identity; such grants follow the claims on each sign-in.","type":"array","maxItems":256,"items":{"$ref":"#/$defs/claimRoleGrant"}},"attribute_claims":{"description":"Claims copied into the identity's attributes for policies and row rules. Default [email, groups, roles].","type":"array","items":{"type":"string","minLength":1,"maxLength":128},"maxItems":32,"uniqueItems":true}},"required":["issuer"],"additionalProperties":false};
+const pattern29 = new RegExp("^[A-Za-z0-9!#$&^_.+-]+(/[A-Za-z0-9!#$&^_.+-]+)?$", "u");
 
 function validate49(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -10272,11 +10273,11 @@ errors++;
 }
 }
 }
-if(data.identity_claim !== undefined){
-let data9 = data.identity_claim;
+if(data.token_type !== undefined){
+let data9 = data.token_type;
 if(typeof data9 === "string"){
-if(func1(data9) > 128){
-const err28 = {instancePath:instancePath+"/identity_claim",schemaPath:"#/properties/identity_claim/maxLength",keyword:"maxLength",params:{limit: 128},message:"must NOT have more than 128 characters"};
+if(func1(data9) > 64){
+const err28 = {instancePath:instancePath+"/token_type",schemaPath:"#/properties/token_type/maxLength",keyword:"maxLength",params:{limit: 64},message:"must NOT have more than 64 characters"};
 if(vErrors === null){
 vErrors = [err28];
 }
@@ -10286,7 +10287,7 @@ vErrors.push(err28);
 errors++;
 }
 if(func1(data9) < 1){
-const err29 = {instancePath:instancePath+"/identity_claim",schemaPath:"#/properties/identity_claim/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
+const err29 = {instancePath:instancePath+"/token_type",schemaPath:"#/properties/token_type/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
 if(vErrors === null){
 vErrors = [err29];
 }
@@ -10295,9 +10296,8 @@ vErrors.push(err29);
 }
 errors++;
 }
-}
-else {
-const err30 = {instancePath:instancePath+"/identity_claim",schemaPath:"#/properties/identity_claim/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(!pattern29.test(data9)){
+const err30 = {instancePath:instancePath+"/token_type",schemaPath:"#/properties/token_type/pattern",keyword:"pattern",params:{pattern: "^[A-Za-z0-9!#$&^_.+-]+(/[A-Za-z0-9!#$&^_.+-]+)?$"},message:"must match pattern \""+"^[A-Za-z0-9!#$&^_.+-]+(/[A-Za-z0-9!#$&^_.+-]+)?$"+"\""};
 if(vErrors === null){
 vErrors = [err30];
 }
@@ -10307,10 +10307,8 @@ vErrors.push(err30);
 errors++;
 }
 }
-if(data.unknown_subjects !== undefined){
-let data10 = data.unknown_subjects;
-if(typeof data10 !== "string"){
-const err31 = {instancePath:instancePath+"/unknown_subjects",schemaPath:"#/properties/unknown_subjects/type",keyword:"type",params:{type: "string"},message:"must be string"};
+else {
+const err31 = {instancePath:instancePath+"/token_type",schemaPath:"#/properties/token_type/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err31];
 }
@@ -10319,8 +10317,12 @@ vErrors.push(err31);
 }
 errors++;
 }
-if(!((data10 === "refuse") || (data10 === "provision"))){
-const err32 = {instancePath:instancePath+"/unknown_subjects",schemaPath:"#/properties/unknown_subjects/enum",keyword:"enum",params:{allowedValues: schema76.properties.unknown_subjects.enum},message:"must be equal to one of the allowed values"};
+}
+if(data.identity_claim !== undefined){
+let data10 = data.identity_claim;
+if(typeof data10 === "string"){
+if(func1(data10) > 128){
+const err32 = {instancePath:instancePath+"/identity_claim",schemaPath:"#/properties/identity_claim/maxLength",keyword:"maxLength",params:{limit: 128},message:"must NOT have more than 128 characters"};
 if(vErrors === null){
 vErrors = [err32];
 }
@@ -10329,12 +10331,8 @@ vErrors.push(err32);
 }
 errors++;
 }
-}
-if(data.role_grants !== undefined){
-let data11 = data.role_grants;
-if(Array.isArray(data11)){
-if(data11.length > 256){
-const err33 = {instancePath:instancePath+"/role_grants",schemaPath:"#/properties/role_grants/maxItems",keyword:"maxItems",params:{limit: 256},message:"must NOT have more than 256 items"};
+if(func1(data10) < 1){
+const err33 = {instancePath:instancePath+"/identity_claim",schemaPath:"#/properties/identity_claim/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
 if(vErrors === null){
 vErrors = [err33];
 }
@@ -10343,12 +10341,9 @@ vErrors.push(err33);
 }
 errors++;
 }
-const len2 = data11.length;
-for(let i4=0; i4<len2; i4++){
-let data12 = data11[i4];
-if(data12 && typeof data12 == "object" && !Array.isArray(data12)){
-if(data12.claim === undefined){
-const err34 = {instancePath:instancePath+"/role_grants/" + i4,schemaPath:"#/$defs/claimRoleGrant/required",keyword:"required",params:{missingProperty: "claim"},message:"must have required property '"+"claim"+"'"};
+}
+else {
+const err34 = {instancePath:instancePath+"/identity_claim",schemaPath:"#/properties/identity_claim/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err34];
 }
@@ -10357,8 +10352,11 @@ vErrors.push(err34);
 }
 errors++;
 }
-if(data12.value === undefined){
-const err35 = {instancePath:instancePath+"/role_grants/" + i4,schemaPath:"#/$defs/claimRoleGrant/required",keyword:"required",params:{missingProperty: "value"},message:"must have required property '"+"value"+"'"};
+}
+if(data.unknown_subjects !== undefined){
+let data11 = data.unknown_subjects;
+if(typeof data11 !== "string"){
+const err35 = {instancePath:instancePath+"/unknown_subjects",schemaPath:"#/properties/unknown_subjects/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err35];
 }
@@ -10367,8 +10365,8 @@ vErrors.push(err35);
 }
 errors++;
 }
-if(data12.role === undefined){
-const err36 = {instancePath:instancePath+"/role_grants/" + i4,schemaPath:"#/$defs/claimRoleGrant/required",keyword:"required",params:{missingProperty: "role"},message:"must have required property '"+"role"+"'"};
+if(!((data11 === "refuse") || (data11 === "provision"))){
+const err36 = {instancePath:instancePath+"/unknown_subjects",schemaPath:"#/properties/unknown_subjects/enum",keyword:"enum",params:{allowedValues: schema76.properties.unknown_subjects.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err36];
 }
@@ -10377,8 +10375,12 @@ vErrors.push(err36);
 }
 errors++;
 }
-if(data12.source === undefined){
-const err37 = {instancePath:instancePath+"/role_grants/" + i4,schemaPath:"#/$defs/claimRoleGrant/required",keyword:"required",params:{missingProperty: "source"},message:"must have required property '"+"source"+"'"};
+}
+if(data.role_grants !== undefined){
+let data12 = data.role_grants;
+if(Array.isArray(data12)){
+if(data12.length > 256){
+const err37 = {instancePath:instancePath+"/role_grants",schemaPath:"#/properties/role_grants/maxItems",keyword:"maxItems",params:{limit: 256},message:"must NOT have more than 256 items"};
 if(vErrors === null){
 vErrors = [err37];
 }
@@ -10387,9 +10389,12 @@ vErrors.push(err37);
 }
 errors++;
 }
-for(const key1 in data12){
-if(!((((key1 === "claim") || (key1 === "value")) || (key1 === "role")) || (key1 === "source"))){
-const err38 = {instancePath:instancePath+"/role_grants/" + i4,schemaPath:"#/$defs/claimRoleGrant/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key1},message:"must NOT have additional properties"};
+const len2 = data12.length;
+for(let i4=0; i4<len2; i4++){
+let data13 = data12[i4];
+if(data13 && typeof data13 == "object" && !Array.isArray(data13)){
+if(data13.claim === undefined){
+const err38 = {instancePath:instancePath+"/role_grants/" + i4,schemaPath:"#/$defs/claimRoleGrant/required",keyword:"required",params:{missingProperty: "claim"},message:"must have required property '"+"claim"+"'"};
 if(vErrors === null){
 vErrors = [err38];
 }
@@ -10398,12 +10403,8 @@ vErrors.push(err38);
 }
 errors++;
 }
-}
-if(data12.claim !== undefined){
-let data13 = data12.claim;
-if(typeof data13 === "string"){
-if(func1(data13) > 128){
-const err39 = {instancePath:instancePath+"/role_grants/" + i4+"/claim",schemaPath:"#/$defs/claimRoleGrant/properties/claim/maxLength",keyword:"maxLength",params:{limit: 128},message:"must NOT have more than 128 characters"};
+if(data13.value === undefined){
+const err39 = {instancePath:instancePath+"/role_grants/" + i4,schemaPath:"#/$defs/claimRoleGrant/required",keyword:"required",params:{missingProperty: "value"},message:"must have required property '"+"value"+"'"};
 if(vErrors === null){
 vErrors = [err39];
 }
@@ -10412,8 +10413,8 @@ vErrors.push(err39);
 }
 errors++;
 }
-if(func1(data13) < 1){
-const err40 = {instancePath:instancePath+"/role_grants/" + i4+"/claim",schemaPath:"#/$defs/claimRoleGrant/properties/claim/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
+if(data13.role === undefined){
+const err40 = {instancePath:instancePath+"/role_grants/" + i4,schemaPath:"#/$defs/claimRoleGrant/required",keyword:"required",params:{missingProperty: "role"},message:"must have required property '"+"role"+"'"};
 if(vErrors === null){
 vErrors = [err40];
 }
@@ -10422,9 +10423,8 @@ vErrors.push(err40);
 }
 errors++;
 }
-}
-else {
-const err41 = {instancePath:instancePath+"/role_grants/" + i4+"/claim",schemaPath:"#/$defs/claimRoleGrant/properties/claim/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(data13.source === undefined){
+const err41 = {instancePath:instancePath+"/role_grants/" + i4,schemaPath:"#/$defs/claimRoleGrant/required",keyword:"required",params:{missingProperty: "source"},message:"must have required property '"+"source"+"'"};
 if(vErrors === null){
 vErrors = [err41];
 }
@@ -10433,12 +10433,9 @@ vErrors.push(err41);
 }
 errors++;
 }
-}
-if(data12.value !== undefined){
-let data14 = data12.value;
-if(typeof data14 === "string"){
-if(func1(data14) > 256){
-const err42 = {instancePath:instancePath+"/role_grants/" + i4+"/value",schemaPath:"#/$defs/claimRoleGrant/properties/value/maxLength",keyword:"maxLength",params:{limit: 256},message:"must NOT have more than 256 characters"};
+for(const key1 in data13){
+if(!((((key1 === "claim") || (key1 === "value")) || (key1 === "role")) || (key1 === "source"))){
+const err42 = {instancePath:instancePath+"/role_grants/" + i4,schemaPath:"#/$defs/claimRoleGrant/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key1},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err42];
 }
@@ -10447,8 +10444,12 @@ vErrors.push(err42);
 }
 errors++;
 }
-if(func1(data14) < 1){
-const err43 = {instancePath:instancePath+"/role_grants/" + i4+"/value",schemaPath:"#/$defs/claimRoleGrant/properties/value/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
+}
+if(data13.claim !== undefined){
+let data14 = data13.claim;
+if(typeof data14 === "string"){
+if(func1(data14) > 128){
+const err43 = {instancePath:instancePath+"/role_grants/" + i4+"/claim",schemaPath:"#/$defs/claimRoleGrant/properties/claim/maxLength",keyword:"maxLength",params:{limit: 128},message:"must NOT have more than 128 characters"};
 if(vErrors === null){
 vErrors = [err43];
 }
@@ -10457,9 +10458,8 @@ vErrors.push(err43);
 }
 errors++;
 }
-}
-else {
-const err44 = {instancePath:instancePath+"/role_grants/" + i4+"/value",schemaPath:"#/$defs/claimRoleGrant/properties/value/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(func1(data14) < 1){
+const err44 = {instancePath:instancePath+"/role_grants/" + i4+"/claim",schemaPath:"#/$defs/claimRoleGrant/properties/claim/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
 if(vErrors === null){
 vErrors = [err44];
 }
@@ -10469,11 +10469,8 @@ vErrors.push(err44);
 errors++;
 }
 }
-if(data12.role !== undefined){
-let data15 = data12.role;
-if(typeof data15 === "string"){
-if(func1(data15) > 128){
-const err45 = {instancePath:instancePath+"/role_grants/" + i4+"/role",schemaPath:"#/$defs/claimRoleGrant/properties/role/maxLength",keyword:"maxLength",params:{limit: 128},message:"must NOT have more than 128 characters"};
+else {
+const err45 = {instancePath:instancePath+"/role_grants/" + i4+"/claim",schemaPath:"#/$defs/claimRoleGrant/properties/claim/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err45];
 }
@@ -10482,8 +10479,12 @@ vErrors.push(err45);
 }
 errors++;
 }
-if(func1(data15) < 1){
-const err46 = {instancePath:instancePath+"/role_grants/" + i4+"/role",schemaPath:"#/$defs/claimRoleGrant/properties/role/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
+}
+if(data13.value !== undefined){
+let data15 = data13.value;
+if(typeof data15 === "string"){
+if(func1(data15) > 256){
+const err46 = {instancePath:instancePath+"/role_grants/" + i4+"/value",schemaPath:"#/$defs/claimRoleGrant/properties/value/maxLength",keyword:"maxLength",params:{limit: 256},message:"must NOT have more than 256 characters"};
 if(vErrors === null){
 vErrors = [err46];
 }
@@ -10492,9 +10493,8 @@ vErrors.push(err46);
 }
 errors++;
 }
-}
-else {
-const err47 = {instancePath:instancePath+"/role_grants/" + i4+"/role",schemaPath:"#/$defs/claimRoleGrant/properties/role/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(func1(data15) < 1){
+const err47 = {instancePath:instancePath+"/role_grants/" + i4+"/value",schemaPath:"#/$defs/claimRoleGrant/properties/value/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
 if(vErrors === null){
 vErrors = [err47];
 }
@@ -10504,11 +10504,8 @@ vErrors.push(err47);
 errors++;
 }
 }
-if(data12.source !== undefined){
-let data16 = data12.source;
-if(typeof data16 === "string"){
-if(func1(data16) > 128){
-const err48 = {instancePath:instancePath+"/role_grants/" + i4+"/source",schemaPath:"#/$defs/claimRoleGrant/properties/source/maxLength",keyword:"maxLength",params:{limit: 128},message:"must NOT have more than 128 characters"};
+else {
+const err48 = {instancePath:instancePath+"/role_grants/" + i4+"/value",schemaPath:"#/$defs/claimRoleGrant/properties/value/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err48];
 }
@@ -10517,8 +10514,12 @@ vErrors.push(err48);
 }
 errors++;
 }
-if(func1(data16) < 1){
-const err49 = {instancePath:instancePath+"/role_grants/" + i4+"/source",schemaPath:"#/$defs/claimRoleGrant/properties/source/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
+}
+if(data13.role !== undefined){
+let data16 = data13.role;
+if(typeof data16 === "string"){
+if(func1(data16) > 128){
+const err49 = {instancePath:instancePath+"/role_grants/" + i4+"/role",schemaPath:"#/$defs/claimRoleGrant/properties/role/maxLength",keyword:"maxLength",params:{limit: 128},message:"must NOT have more than 128 characters"};
 if(vErrors === null){
 vErrors = [err49];
 }
@@ -10527,9 +10528,8 @@ vErrors.push(err49);
 }
 errors++;
 }
-}
-else {
-const err50 = {instancePath:instancePath+"/role_grants/" + i4+"/source",schemaPath:"#/$defs/claimRoleGrant/properties/source/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(func1(data16) < 1){
+const err50 = {instancePath:instancePath+"/role_grants/" + i4+"/role",schemaPath:"#/$defs/claimRoleGrant/properties/role/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
 if(vErrors === null){
 vErrors = [err50];
 }
@@ -10539,9 +10539,8 @@ vErrors.push(err50);
 errors++;
 }
 }
-}
 else {
-const err51 = {instancePath:instancePath+"/role_grants/" + i4,schemaPath:"#/$defs/claimRoleGrant/type",keyword:"type",params:{type: "object"},message:"must be object"};
+const err51 = {instancePath:instancePath+"/role_grants/" + i4+"/role",schemaPath:"#/$defs/claimRoleGrant/properties/role/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err51];
 }
@@ -10551,9 +10550,11 @@ vErrors.push(err51);
 errors++;
 }
 }
-}
-else {
-const err52 = {instancePath:instancePath+"/role_grants",schemaPath:"#/properties/role_grants/type",keyword:"type",params:{type: "array"},message:"must be array"};
+if(data13.source !== undefined){
+let data17 = data13.source;
+if(typeof data17 === "string"){
+if(func1(data17) > 128){
+const err52 = {instancePath:instancePath+"/role_grants/" + i4+"/source",schemaPath:"#/$defs/claimRoleGrant/properties/source/maxLength",keyword:"maxLength",params:{limit: 128},message:"must NOT have more than 128 characters"};
 if(vErrors === null){
 vErrors = [err52];
 }
@@ -10562,12 +10563,8 @@ vErrors.push(err52);
 }
 errors++;
 }
-}
-if(data.attribute_claims !== undefined){
-let data17 = data.attribute_claims;
-if(Array.isArray(data17)){
-if(data17.length > 32){
-const err53 = {instancePath:instancePath+"/attribute_claims",schemaPath:"#/properties/attribute_claims/maxItems",keyword:"maxItems",params:{limit: 32},message:"must NOT have more than 32 items"};
+if(func1(data17) < 1){
+const err53 = {instancePath:instancePath+"/role_grants/" + i4+"/source",schemaPath:"#/$defs/claimRoleGrant/properties/source/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
 if(vErrors === null){
 vErrors = [err53];
 }
@@ -10576,12 +10573,9 @@ vErrors.push(err53);
 }
 errors++;
 }
-const len3 = data17.length;
-for(let i5=0; i5<len3; i5++){
-let data18 = data17[i5];
-if(typeof data18 === "string"){
-if(func1(data18) > 128){
-const err54 = {instancePath:instancePath+"/attribute_claims/" + i5,schemaPath:"#/properties/attribute_claims/items/maxLength",keyword:"maxLength",params:{limit: 128},message:"must NOT have more than 128 characters"};
+}
+else {
+const err54 = {instancePath:instancePath+"/role_grants/" + i4+"/source",schemaPath:"#/$defs/claimRoleGrant/properties/source/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err54];
 }
@@ -10590,8 +10584,10 @@ vErrors.push(err54);
 }
 errors++;
 }
-if(func1(data18) < 1){
-const err55 = {instancePath:instancePath+"/attribute_claims/" + i5,schemaPath:"#/properties/attribute_claims/items/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
+}
+}
+else {
+const err55 = {instancePath:instancePath+"/role_grants/" + i4,schemaPath:"#/$defs/claimRoleGrant/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err55];
 }
@@ -10601,8 +10597,9 @@ vErrors.push(err55);
 errors++;
 }
 }
+}
 else {
-const err56 = {instancePath:instancePath+"/attribute_claims/" + i5,schemaPath:"#/properties/attribute_claims/items/type",keyword:"type",params:{type: "string"},message:"must be string"};
+const err56 = {instancePath:instancePath+"/role_grants",schemaPath:"#/properties/role_grants/type",keyword:"type",params:{type: "array"},message:"must be array"};
 if(vErrors === null){
 vErrors = [err56];
 }
@@ -10612,23 +10609,72 @@ vErrors.push(err56);
 errors++;
 }
 }
-let i6 = data17.length;
-let j2;
-if(i6 > 1){
-const indices2 = {};
-for(;i6--;){
-let item2 = data17[i6];
-if(typeof item2 !== "string"){
-continue;
-}
-if(typeof indices2[item2] == "number"){
-j2 = indices2[item2];
-const err57 = {instancePath:instancePath+"/attribute_claims",schemaPath:"#/properties/attribute_claims/uniqueItems",keyword:"uniqueItems",params:{i: i6, j: j2},message:"must NOT have duplicate items (items ## "+j2+" and "+i6+" are identical)"};
+if(data.attribute_claims !== undefined){
+let data18 = data.attribute_claims;
+if(Array.isArray(data18)){
+if(data18.length > 32){
+const err57 = {instancePath:instancePath+"/attribute_claims",schemaPath:"#/properties/attribute_claims/maxItems",keyword:"maxItems",params:{limit: 32},message:"must NOT have more than 32 items"};
 if(vErrors === null){
 vErrors = [err57];
 }
 else {
 vErrors.push(err57);
+}
+errors++;
+}
+const len3 = data18.length;
+for(let i5=0; i5<len3; i5++){
+let data19 = data18[i5];
+if(typeof data19 === "string"){
+if(func1(data19) > 128){
+const err58 = {instancePath:instancePath+"/attribute_claims/" + i5,schemaPath:"#/properties/attribute_claims/items/maxLength",keyword:"maxLength",params:{limit: 128},message:"must NOT have more than 128 characters"};
+if(vErrors === null){
+vErrors = [err58];
+}
+else {
+vErrors.push(err58);
+}
+errors++;
+}
+if(func1(data19) < 1){
+const err59 = {instancePath:instancePath+"/attribute_claims/" + i5,schemaPath:"#/properties/attribute_claims/items/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
+if(vErrors === null){
+vErrors = [err59];
+}
+else {
+vErrors.push(err59);
+}
+errors++;
+}
+}
+else {
+const err60 = {instancePath:instancePath+"/attribute_claims/" + i5,schemaPath:"#/properties/attribute_claims/items/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err60];
+}
+else {
+vErrors.push(err60);
+}
+errors++;
+}
+}
+let i6 = data18.length;
+let j2;
+if(i6 > 1){
+const indices2 = {};
+for(;i6--;){
+let item2 = data18[i6];
+if(typeof item2 !== "string"){
+continue;
+}
+if(typeof indices2[item2] == "number"){
+j2 = indices2[item2];
+const err61 = {instancePath:instancePath+"/attribute_claims",schemaPath:"#/properties/attribute_claims/uniqueItems",keyword:"uniqueItems",params:{i: i6, j: j2},message:"must NOT have duplicate items (items ## "+j2+" and "+i6+" are identical)"};
+if(vErrors === null){
+vErrors = [err61];
+}
+else {
+vErrors.push(err61);
 }
 errors++;
 break;
@@ -10638,24 +10684,24 @@ indices2[item2] = i6;
 }
 }
 else {
-const err58 = {instancePath:instancePath+"/attribute_claims",schemaPath:"#/properties/attribute_claims/type",keyword:"type",params:{type: "array"},message:"must be array"};
+const err62 = {instancePath:instancePath+"/attribute_claims",schemaPath:"#/properties/attribute_claims/type",keyword:"type",params:{type: "array"},message:"must be array"};
 if(vErrors === null){
-vErrors = [err58];
+vErrors = [err62];
 }
 else {
-vErrors.push(err58);
+vErrors.push(err62);
 }
 errors++;
 }
 }
 }
 else {
-const err59 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
+const err63 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
-vErrors = [err59];
+vErrors = [err63];
 }
 else {
-vErrors.push(err59);
+vErrors.push(err63);
 }
 errors++;
 }
@@ -14444,11 +14490,11 @@ errors++;
 }
 }
 }
-if(data.identity_claim !== undefined){
-let data9 = data.identity_claim;
+if(data.token_type !== undefined){
+let data9 = data.token_type;
 if(typeof data9 === "string"){
-if(func1(data9) > 128){
-const err28 = {instancePath:instancePath+"/identity_claim",schemaPath:"#/properties/identity_claim/maxLength",keyword:"maxLength",params:{limit: 128},message:"must NOT have more than 128 characters"};
+if(func1(data9) > 64){
+const err28 = {instancePath:instancePath+"/token_type",schemaPath:"#/properties/token_type/maxLength",keyword:"maxLength",params:{limit: 64},message:"must NOT have more than 64 characters"};
 if(vErrors === null){
 vErrors = [err28];
 }
@@ -14458,7 +14504,7 @@ vErrors.push(err28);
 errors++;
 }
 if(func1(data9) < 1){
-const err29 = {instancePath:instancePath+"/identity_claim",schemaPath:"#/properties/identity_claim/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
+const err29 = {instancePath:instancePath+"/token_type",schemaPath:"#/properties/token_type/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
 if(vErrors === null){
 vErrors = [err29];
 }
@@ -14467,9 +14513,8 @@ vErrors.push(err29);
 }
 errors++;
 }
-}
-else {
-const err30 = {instancePath:instancePath+"/identity_claim",schemaPath:"#/properties/identity_claim/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(!pattern29.test(data9)){
+const err30 = {instancePath:instancePath+"/token_type",schemaPath:"#/properties/token_type/pattern",keyword:"pattern",params:{pattern: "^[A-Za-z0-9!#$&^_.+-]+(/[A-Za-z0-9!#$&^_.+-]+)?$"},message:"must match pattern \""+"^[A-Za-z0-9!#$&^_.+-]+(/[A-Za-z0-9!#$&^_.+-]+)?$"+"\""};
 if(vErrors === null){
 vErrors = [err30];
 }
@@ -14479,10 +14524,8 @@ vErrors.push(err30);
 errors++;
 }
 }
-if(data.unknown_subjects !== undefined){
-let data10 = data.unknown_subjects;
-if(typeof data10 !== "string"){
-const err31 = {instancePath:instancePath+"/unknown_subjects",schemaPath:"#/properties/unknown_subjects/type",keyword:"type",params:{type: "string"},message:"must be string"};
+else {
+const err31 = {instancePath:instancePath+"/token_type",schemaPath:"#/properties/token_type/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err31];
 }
@@ -14491,8 +14534,12 @@ vErrors.push(err31);
 }
 errors++;
 }
-if(!((data10 === "refuse") || (data10 === "provision"))){
-const err32 = {instancePath:instancePath+"/unknown_subjects",schemaPath:"#/properties/unknown_subjects/enum",keyword:"enum",params:{allowedValues: schema76.properties.unknown_subjects.enum},message:"must be equal to one of the allowed values"};
+}
+if(data.identity_claim !== undefined){
+let data10 = data.identity_claim;
+if(typeof data10 === "string"){
+if(func1(data10) > 128){
+const err32 = {instancePath:instancePath+"/identity_claim",schemaPath:"#/properties/identity_claim/maxLength",keyword:"maxLength",params:{limit: 128},message:"must NOT have more than 128 characters"};
 if(vErrors === null){
 vErrors = [err32];
 }
@@ -14501,12 +14548,8 @@ vErrors.push(err32);
 }
 errors++;
 }
-}
-if(data.role_grants !== undefined){
-let data11 = data.role_grants;
-if(Array.isArray(data11)){
-if(data11.length > 256){
-const err33 = {instancePath:instancePath+"/role_grants",schemaPath:"#/properties/role_grants/maxItems",keyword:"maxItems",params:{limit: 256},message:"must NOT have more than 256 items"};
+if(func1(data10) < 1){
+const err33 = {instancePath:instancePath+"/identity_claim",schemaPath:"#/properties/identity_claim/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
 if(vErrors === null){
 vErrors = [err33];
 }
@@ -14515,12 +14558,9 @@ vErrors.push(err33);
 }
 errors++;
 }
-const len2 = data11.length;
-for(let i4=0; i4<len2; i4++){
-let data12 = data11[i4];
-if(data12 && typeof data12 == "object" && !Array.isArray(data12)){
-if(data12.claim === undefined){
-const err34 = {instancePath:instancePath+"/role_grants/" + i4,schemaPath:"#/$defs/claimRoleGrant/required",keyword:"required",params:{missingProperty: "claim"},message:"must have required property '"+"claim"+"'"};
+}
+else {
+const err34 = {instancePath:instancePath+"/identity_claim",schemaPath:"#/properties/identity_claim/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err34];
 }
@@ -14529,8 +14569,11 @@ vErrors.push(err34);
 }
 errors++;
 }
-if(data12.value === undefined){
-const err35 = {instancePath:instancePath+"/role_grants/" + i4,schemaPath:"#/$defs/claimRoleGrant/required",keyword:"required",params:{missingProperty: "value"},message:"must have required property '"+"value"+"'"};
+}
+if(data.unknown_subjects !== undefined){
+let data11 = data.unknown_subjects;
+if(typeof data11 !== "string"){
+const err35 = {instancePath:instancePath+"/unknown_subjects",schemaPath:"#/properties/unknown_subjects/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err35];
 }
@@ -14539,8 +14582,8 @@ vErrors.push(err35);
 }
 errors++;
 }
-if(data12.role === undefined){
-const err36 = {instancePath:instancePath+"/role_grants/" + i4,schemaPath:"#/$defs/claimRoleGrant/required",keyword:"required",params:{missingProperty: "role"},message:"must have required property '"+"role"+"'"};
+if(!((data11 === "refuse") || (data11 === "provision"))){
+const err36 = {instancePath:instancePath+"/unknown_subjects",schemaPath:"#/properties/unknown_subjects/enum",keyword:"enum",params:{allowedValues: schema76.properties.unknown_subjects.enum},message:"must be equal to one of the allowed values"};
 if(vErrors === null){
 vErrors = [err36];
 }
@@ -14549,8 +14592,12 @@ vErrors.push(err36);
 }
 errors++;
 }
-if(data12.source === undefined){
-const err37 = {instancePath:instancePath+"/role_grants/" + i4,schemaPath:"#/$defs/claimRoleGrant/required",keyword:"required",params:{missingProperty: "source"},message:"must have required property '"+"source"+"'"};
+}
+if(data.role_grants !== undefined){
+let data12 = data.role_grants;
+if(Array.isArray(data12)){
+if(data12.length > 256){
+const err37 = {instancePath:instancePath+"/role_grants",schemaPath:"#/properties/role_grants/maxItems",keyword:"maxItems",params:{limit: 256},message:"must NOT have more than 256 items"};
 if(vErrors === null){
 vErrors = [err37];
 }
@@ -14559,9 +14606,12 @@ vErrors.push(err37);
 }
 errors++;
 }
-for(const key1 in data12){
-if(!((((key1 === "claim") || (key1 === "value")) || (key1 === "role")) || (key1 === "source"))){
-const err38 = {instancePath:instancePath+"/role_grants/" + i4,schemaPath:"#/$defs/claimRoleGrant/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key1},message:"must NOT have additional properties"};
+const len2 = data12.length;
+for(let i4=0; i4<len2; i4++){
+let data13 = data12[i4];
+if(data13 && typeof data13 == "object" && !Array.isArray(data13)){
+if(data13.claim === undefined){
+const err38 = {instancePath:instancePath+"/role_grants/" + i4,schemaPath:"#/$defs/claimRoleGrant/required",keyword:"required",params:{missingProperty: "claim"},message:"must have required property '"+"claim"+"'"};
 if(vErrors === null){
 vErrors = [err38];
 }
@@ -14570,12 +14620,8 @@ vErrors.push(err38);
 }
 errors++;
 }
-}
-if(data12.claim !== undefined){
-let data13 = data12.claim;
-if(typeof data13 === "string"){
-if(func1(data13) > 128){
-const err39 = {instancePath:instancePath+"/role_grants/" + i4+"/claim",schemaPath:"#/$defs/claimRoleGrant/properties/claim/maxLength",keyword:"maxLength",params:{limit: 128},message:"must NOT have more than 128 characters"};
+if(data13.value === undefined){
+const err39 = {instancePath:instancePath+"/role_grants/" + i4,schemaPath:"#/$defs/claimRoleGrant/required",keyword:"required",params:{missingProperty: "value"},message:"must have required property '"+"value"+"'"};
 if(vErrors === null){
 vErrors = [err39];
 }
@@ -14584,8 +14630,8 @@ vErrors.push(err39);
 }
 errors++;
 }
-if(func1(data13) < 1){
-const err40 = {instancePath:instancePath+"/role_grants/" + i4+"/claim",schemaPath:"#/$defs/claimRoleGrant/properties/claim/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
+if(data13.role === undefined){
+const err40 = {instancePath:instancePath+"/role_grants/" + i4,schemaPath:"#/$defs/claimRoleGrant/required",keyword:"required",params:{missingProperty: "role"},message:"must have required property '"+"role"+"'"};
 if(vErrors === null){
 vErrors = [err40];
 }
@@ -14594,9 +14640,8 @@ vErrors.push(err40);
 }
 errors++;
 }
-}
-else {
-const err41 = {instancePath:instancePath+"/role_grants/" + i4+"/claim",schemaPath:"#/$defs/claimRoleGrant/properties/claim/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(data13.source === undefined){
+const err41 = {instancePath:instancePath+"/role_grants/" + i4,schemaPath:"#/$defs/claimRoleGrant/required",keyword:"required",params:{missingProperty: "source"},message:"must have required property '"+"source"+"'"};
 if(vErrors === null){
 vErrors = [err41];
 }
@@ -14605,12 +14650,9 @@ vErrors.push(err41);
 }
 errors++;
 }
-}
-if(data12.value !== undefined){
-let data14 = data12.value;
-if(typeof data14 === "string"){
-if(func1(data14) > 256){
-const err42 = {instancePath:instancePath+"/role_grants/" + i4+"/value",schemaPath:"#/$defs/claimRoleGrant/properties/value/maxLength",keyword:"maxLength",params:{limit: 256},message:"must NOT have more than 256 characters"};
+for(const key1 in data13){
+if(!((((key1 === "claim") || (key1 === "value")) || (key1 === "role")) || (key1 === "source"))){
+const err42 = {instancePath:instancePath+"/role_grants/" + i4,schemaPath:"#/$defs/claimRoleGrant/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key1},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err42];
 }
@@ -14619,8 +14661,12 @@ vErrors.push(err42);
 }
 errors++;
 }
-if(func1(data14) < 1){
-const err43 = {instancePath:instancePath+"/role_grants/" + i4+"/value",schemaPath:"#/$defs/claimRoleGrant/properties/value/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
+}
+if(data13.claim !== undefined){
+let data14 = data13.claim;
+if(typeof data14 === "string"){
+if(func1(data14) > 128){
+const err43 = {instancePath:instancePath+"/role_grants/" + i4+"/claim",schemaPath:"#/$defs/claimRoleGrant/properties/claim/maxLength",keyword:"maxLength",params:{limit: 128},message:"must NOT have more than 128 characters"};
 if(vErrors === null){
 vErrors = [err43];
 }
@@ -14629,9 +14675,8 @@ vErrors.push(err43);
 }
 errors++;
 }
-}
-else {
-const err44 = {instancePath:instancePath+"/role_grants/" + i4+"/value",schemaPath:"#/$defs/claimRoleGrant/properties/value/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(func1(data14) < 1){
+const err44 = {instancePath:instancePath+"/role_grants/" + i4+"/claim",schemaPath:"#/$defs/claimRoleGrant/properties/claim/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
 if(vErrors === null){
 vErrors = [err44];
 }
@@ -14641,11 +14686,8 @@ vErrors.push(err44);
 errors++;
 }
 }
-if(data12.role !== undefined){
-let data15 = data12.role;
-if(typeof data15 === "string"){
-if(func1(data15) > 128){
-const err45 = {instancePath:instancePath+"/role_grants/" + i4+"/role",schemaPath:"#/$defs/claimRoleGrant/properties/role/maxLength",keyword:"maxLength",params:{limit: 128},message:"must NOT have more than 128 characters"};
+else {
+const err45 = {instancePath:instancePath+"/role_grants/" + i4+"/claim",schemaPath:"#/$defs/claimRoleGrant/properties/claim/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err45];
 }
@@ -14654,8 +14696,12 @@ vErrors.push(err45);
 }
 errors++;
 }
-if(func1(data15) < 1){
-const err46 = {instancePath:instancePath+"/role_grants/" + i4+"/role",schemaPath:"#/$defs/claimRoleGrant/properties/role/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
+}
+if(data13.value !== undefined){
+let data15 = data13.value;
+if(typeof data15 === "string"){
+if(func1(data15) > 256){
+const err46 = {instancePath:instancePath+"/role_grants/" + i4+"/value",schemaPath:"#/$defs/claimRoleGrant/properties/value/maxLength",keyword:"maxLength",params:{limit: 256},message:"must NOT have more than 256 characters"};
 if(vErrors === null){
 vErrors = [err46];
 }
@@ -14664,9 +14710,8 @@ vErrors.push(err46);
 }
 errors++;
 }
-}
-else {
-const err47 = {instancePath:instancePath+"/role_grants/" + i4+"/role",schemaPath:"#/$defs/claimRoleGrant/properties/role/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(func1(data15) < 1){
+const err47 = {instancePath:instancePath+"/role_grants/" + i4+"/value",schemaPath:"#/$defs/claimRoleGrant/properties/value/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
 if(vErrors === null){
 vErrors = [err47];
 }
@@ -14676,11 +14721,8 @@ vErrors.push(err47);
 errors++;
 }
 }
-if(data12.source !== undefined){
-let data16 = data12.source;
-if(typeof data16 === "string"){
-if(func1(data16) > 128){
-const err48 = {instancePath:instancePath+"/role_grants/" + i4+"/source",schemaPath:"#/$defs/claimRoleGrant/properties/source/maxLength",keyword:"maxLength",params:{limit: 128},message:"must NOT have more than 128 characters"};
+else {
+const err48 = {instancePath:instancePath+"/role_grants/" + i4+"/value",schemaPath:"#/$defs/claimRoleGrant/properties/value/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err48];
 }
@@ -14689,8 +14731,12 @@ vErrors.push(err48);
 }
 errors++;
 }
-if(func1(data16) < 1){
-const err49 = {instancePath:instancePath+"/role_grants/" + i4+"/source",schemaPath:"#/$defs/claimRoleGrant/properties/source/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
+}
+if(data13.role !== undefined){
+let data16 = data13.role;
+if(typeof data16 === "string"){
+if(func1(data16) > 128){
+const err49 = {instancePath:instancePath+"/role_grants/" + i4+"/role",schemaPath:"#/$defs/claimRoleGrant/properties/role/maxLength",keyword:"maxLength",params:{limit: 128},message:"must NOT have more than 128 characters"};
 if(vErrors === null){
 vErrors = [err49];
 }
@@ -14699,9 +14745,8 @@ vErrors.push(err49);
 }
 errors++;
 }
-}
-else {
-const err50 = {instancePath:instancePath+"/role_grants/" + i4+"/source",schemaPath:"#/$defs/claimRoleGrant/properties/source/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(func1(data16) < 1){
+const err50 = {instancePath:instancePath+"/role_grants/" + i4+"/role",schemaPath:"#/$defs/claimRoleGrant/properties/role/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
 if(vErrors === null){
 vErrors = [err50];
 }
@@ -14711,9 +14756,8 @@ vErrors.push(err50);
 errors++;
 }
 }
-}
 else {
-const err51 = {instancePath:instancePath+"/role_grants/" + i4,schemaPath:"#/$defs/claimRoleGrant/type",keyword:"type",params:{type: "object"},message:"must be object"};
+const err51 = {instancePath:instancePath+"/role_grants/" + i4+"/role",schemaPath:"#/$defs/claimRoleGrant/properties/role/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err51];
 }
@@ -14723,9 +14767,11 @@ vErrors.push(err51);
 errors++;
 }
 }
-}
-else {
-const err52 = {instancePath:instancePath+"/role_grants",schemaPath:"#/properties/role_grants/type",keyword:"type",params:{type: "array"},message:"must be array"};
+if(data13.source !== undefined){
+let data17 = data13.source;
+if(typeof data17 === "string"){
+if(func1(data17) > 128){
+const err52 = {instancePath:instancePath+"/role_grants/" + i4+"/source",schemaPath:"#/$defs/claimRoleGrant/properties/source/maxLength",keyword:"maxLength",params:{limit: 128},message:"must NOT have more than 128 characters"};
 if(vErrors === null){
 vErrors = [err52];
 }
@@ -14734,12 +14780,8 @@ vErrors.push(err52);
 }
 errors++;
 }
-}
-if(data.attribute_claims !== undefined){
-let data17 = data.attribute_claims;
-if(Array.isArray(data17)){
-if(data17.length > 32){
-const err53 = {instancePath:instancePath+"/attribute_claims",schemaPath:"#/properties/attribute_claims/maxItems",keyword:"maxItems",params:{limit: 32},message:"must NOT have more than 32 items"};
+if(func1(data17) < 1){
+const err53 = {instancePath:instancePath+"/role_grants/" + i4+"/source",schemaPath:"#/$defs/claimRoleGrant/properties/source/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
 if(vErrors === null){
 vErrors = [err53];
 }
@@ -14748,12 +14790,9 @@ vErrors.push(err53);
 }
 errors++;
 }
-const len3 = data17.length;
-for(let i5=0; i5<len3; i5++){
-let data18 = data17[i5];
-if(typeof data18 === "string"){
-if(func1(data18) > 128){
-const err54 = {instancePath:instancePath+"/attribute_claims/" + i5,schemaPath:"#/properties/attribute_claims/items/maxLength",keyword:"maxLength",params:{limit: 128},message:"must NOT have more than 128 characters"};
+}
+else {
+const err54 = {instancePath:instancePath+"/role_grants/" + i4+"/source",schemaPath:"#/$defs/claimRoleGrant/properties/source/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err54];
 }
@@ -14762,8 +14801,10 @@ vErrors.push(err54);
 }
 errors++;
 }
-if(func1(data18) < 1){
-const err55 = {instancePath:instancePath+"/attribute_claims/" + i5,schemaPath:"#/properties/attribute_claims/items/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
+}
+}
+else {
+const err55 = {instancePath:instancePath+"/role_grants/" + i4,schemaPath:"#/$defs/claimRoleGrant/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err55];
 }
@@ -14773,8 +14814,9 @@ vErrors.push(err55);
 errors++;
 }
 }
+}
 else {
-const err56 = {instancePath:instancePath+"/attribute_claims/" + i5,schemaPath:"#/properties/attribute_claims/items/type",keyword:"type",params:{type: "string"},message:"must be string"};
+const err56 = {instancePath:instancePath+"/role_grants",schemaPath:"#/properties/role_grants/type",keyword:"type",params:{type: "array"},message:"must be array"};
 if(vErrors === null){
 vErrors = [err56];
 }
@@ -14784,23 +14826,72 @@ vErrors.push(err56);
 errors++;
 }
 }
-let i6 = data17.length;
-let j2;
-if(i6 > 1){
-const indices2 = {};
-for(;i6--;){
-let item2 = data17[i6];
-if(typeof item2 !== "string"){
-continue;
-}
-if(typeof indices2[item2] == "number"){
-j2 = indices2[item2];
-const err57 = {instancePath:instancePath+"/attribute_claims",schemaPath:"#/properties/attribute_claims/uniqueItems",keyword:"uniqueItems",params:{i: i6, j: j2},message:"must NOT have duplicate items (items ## "+j2+" and "+i6+" are identical)"};
+if(data.attribute_claims !== undefined){
+let data18 = data.attribute_claims;
+if(Array.isArray(data18)){
+if(data18.length > 32){
+const err57 = {instancePath:instancePath+"/attribute_claims",schemaPath:"#/properties/attribute_claims/maxItems",keyword:"maxItems",params:{limit: 32},message:"must NOT have more than 32 items"};
 if(vErrors === null){
 vErrors = [err57];
 }
 else {
 vErrors.push(err57);
+}
+errors++;
+}
+const len3 = data18.length;
+for(let i5=0; i5<len3; i5++){
+let data19 = data18[i5];
+if(typeof data19 === "string"){
+if(func1(data19) > 128){
+const err58 = {instancePath:instancePath+"/attribute_claims/" + i5,schemaPath:"#/properties/attribute_claims/items/maxLength",keyword:"maxLength",params:{limit: 128},message:"must NOT have more than 128 characters"};
+if(vErrors === null){
+vErrors = [err58];
+}
+else {
+vErrors.push(err58);
+}
+errors++;
+}
+if(func1(data19) < 1){
+const err59 = {instancePath:instancePath+"/attribute_claims/" + i5,schemaPath:"#/properties/attribute_claims/items/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
+if(vErrors === null){
+vErrors = [err59];
+}
+else {
+vErrors.push(err59);
+}
+errors++;
+}
+}
+else {
+const err60 = {instancePath:instancePath+"/attribute_claims/" + i5,schemaPath:"#/properties/attribute_claims/items/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err60];
+}
+else {
+vErrors.push(err60);
+}
+errors++;
+}
+}
+let i6 = data18.length;
+let j2;
+if(i6 > 1){
+const indices2 = {};
+for(;i6--;){
+let item2 = data18[i6];
+if(typeof item2 !== "string"){
+continue;
+}
+if(typeof indices2[item2] == "number"){
+j2 = indices2[item2];
+const err61 = {instancePath:instancePath+"/attribute_claims",schemaPath:"#/properties/attribute_claims/uniqueItems",keyword:"uniqueItems",params:{i: i6, j: j2},message:"must NOT have duplicate items (items ## "+j2+" and "+i6+" are identical)"};
+if(vErrors === null){
+vErrors = [err61];
+}
+else {
+vErrors.push(err61);
 }
 errors++;
 break;
@@ -14810,24 +14901,24 @@ indices2[item2] = i6;
 }
 }
 else {
-const err58 = {instancePath:instancePath+"/attribute_claims",schemaPath:"#/properties/attribute_claims/type",keyword:"type",params:{type: "array"},message:"must be array"};
+const err62 = {instancePath:instancePath+"/attribute_claims",schemaPath:"#/properties/attribute_claims/type",keyword:"type",params:{type: "array"},message:"must be array"};
 if(vErrors === null){
-vErrors = [err58];
+vErrors = [err62];
 }
 else {
-vErrors.push(err58);
+vErrors.push(err62);
 }
 errors++;
 }
 }
 }
 else {
-const err59 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
+const err63 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
-vErrors = [err59];
+vErrors = [err63];
 }
 else {
-vErrors.push(err59);
+vErrors.push(err63);
 }
 errors++;
 }
@@ -19502,7 +19593,7 @@ errors++;
 if(data.code !== undefined){
 let data1 = data.code;
 if(typeof data1 === "string"){
-if(!pattern31.test(data1)){
+if(!pattern32.test(data1)){
 const err5 = {instancePath:instancePath+"/code",schemaPath:"#/properties/code/pattern",keyword:"pattern",params:{pattern: "^[a-z][a-z0-9_]*$"},message:"must match pattern \""+"^[a-z][a-z0-9_]*$"+"\""};
 if(vErrors === null){
 vErrors = [err5];

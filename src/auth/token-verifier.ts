@@ -4,10 +4,12 @@
  * allowed asymmetric algorithms (`none` and HMAC never, so a token "signed" with the issuer's public
  * key as an HMAC secret is refused), `iss` exactly, `aud` containing the expected audience (the
  * gateway's resource URL by default, RFC 8707), `exp`/`nbf`/`iat` within the clock skew, and the
- * required scopes. The cheap checks (form, size, unverified `iss` among the configured issuers) run
+ * required scopes, and the `typ` header (RFC 9068 §4: the issuer's `token_type` when configured; otherwise
+ * absent, `JWT` or `at+jwt`, so that another kind of token the same keys sign, such as a logout token
+ * or a DPoP proof, is never taken for an access token). The cheap checks (form, size, unverified `iss` among the configured issuers) run
  * first, before any key is fetched.
  */
-import { errors as joseErrors, jwtVerify, type JWTPayload } from 'jose';
+import { errors as joseErrors, jwtVerify, type JWTHeaderParameters, type JWTPayload } from 'jose';
 import type { Logger } from 'pino';
 import type { TokenIssuer } from '../../generated/config-v1';
 import { IssuerKeys, IssuerKeysUnavailable, type IssuerKeysOptions } from './issuer-keys';
@@ -24,7 +26,7 @@ export const DEFAULT_CLOCK_SKEW_SECONDS = 60;
  * `valid`): the refusal code is invalid_token for all but `insufficient_scope` (insufficient_scope)
  * and `keys_unavailable` (identity_provider_unavailable).
  */
-export const TOKEN_FAILURES = ['oversized', 'malformed', 'unknown_issuer', 'expired', 'not_yet_valid', 'wrong_issuer', 'wrong_audience', 'alg_not_allowed', 'bad_signature', 'unknown_kid', 'invalid_claims', 'insufficient_scope', 'keys_unavailable'] as const;
+export const TOKEN_FAILURES = ['oversized', 'malformed', 'unknown_issuer', 'expired', 'not_yet_valid', 'wrong_issuer', 'wrong_audience', 'alg_not_allowed', 'bad_signature', 'unknown_kid', 'wrong_type', 'invalid_claims', 'insufficient_scope', 'keys_unavailable'] as const;
 /** One of TOKEN_FAILURES. */
 export type TokenFailure = (typeof TOKEN_FAILURES)[number];
 
@@ -79,24 +81,27 @@ export class TokenVerifier {
     if (!entry) return { ok: false, failure: 'unknown_issuer' };
     const { cfg, keys } = entry;
     let claims: JWTPayload;
+    let header: JWTHeaderParameters;
     const options = {
       issuer: cfg.issuer,
       audience: cfg.audience ?? this.resource!,
       algorithms: [...(cfg.algorithms ?? DEFAULT_ALGORITHMS)],
       clockTolerance: cfg.clock_skew_seconds ?? DEFAULT_CLOCK_SKEW_SECONDS,
       requiredClaims: ['exp', 'sub'],
+      ...(cfg.token_type !== undefined ? { typ: cfg.token_type } : {}),
     };
     try {
       try {
-        ({ payload: claims } = await jwtVerify(token, keys.getKey, options));
+        ({ payload: claims, protectedHeader: header } = await jwtVerify(token, keys.getKey, options));
       } catch (err) {
         // A key rotated under the same kid (or a set without kids): a fresh set, once, within the cooldown (rt48b B6).
         if (!(err instanceof joseErrors.JWSSignatureVerificationFailed) || !(await keys.refetchAfterBadSignature())) throw err;
-        ({ payload: claims } = await jwtVerify(token, keys.getKey, options));
+        ({ payload: claims, protectedHeader: header } = await jwtVerify(token, keys.getKey, options));
       }
     } catch (err) {
       return { ok: false, failure: failureOf(err) };
     }
+    if (cfg.token_type === undefined && !isAccessTokenType(header.typ)) return { ok: false, failure: 'wrong_type' };
     // RFC 7519 4.1.2: sub is a string. jose checks only that it is present, and String() of an object,
     // array or number would make distinct or odd subjects one identity_subjects key ("[object Object]").
     if (typeof claims.sub !== 'string' || claims.sub.length === 0 || claims.sub.length > MAX_TOKEN_SUBJECT) return { ok: false, failure: 'invalid_claims' };
@@ -107,6 +112,18 @@ export class TokenVerifier {
     }
     return { ok: true, token: { issuer: cfg, claims } };
   }
+}
+
+/**
+ * Whether a `typ` header (RFC 7515 §4.1.9) can be an access token's when the issuer names no
+ * token_type: absent, `JWT` (RFC 7519 §5.1) or `at+jwt` (RFC 9068 §2.1), compared as jose compares
+ * (case-insensitive, an `application/` prefix dropped). Any other value names another kind of token.
+ */
+export function isAccessTokenType(typ: unknown): boolean {
+  if (typ === undefined) return true;
+  if (typeof typ !== 'string') return false;
+  const t = typ.toLowerCase().replace(/^application\//, '');
+  return t === 'jwt' || t === 'at+jwt';
 }
 
 /** The scopes of a token: the space-separated `scope` claim, or an `scp` array (Entra ID, Okta). */
@@ -123,6 +140,7 @@ function failureOf(err: unknown): TokenFailure {
     if (err.claim === 'nbf' || err.claim === 'iat') return 'not_yet_valid';
     if (err.claim === 'aud') return 'wrong_audience';
     if (err.claim === 'iss') return 'wrong_issuer';
+    if (err.claim === 'typ') return 'wrong_type';
     return 'invalid_claims';
   }
   if (err instanceof joseErrors.JOSEAlgNotAllowed) return 'alg_not_allowed';

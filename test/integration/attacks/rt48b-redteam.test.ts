@@ -68,8 +68,9 @@
  * three region lists on one prepared text over a partitioned table (generic plans, run-time
  * pruning on the bound setting), nor three tenants' tokens at once through the gateway.
  * Not oracles: complexity refusals are decided on the text before anything runs; row and byte caps
- * count permitted rows only; timing is out of scope. Noted, not changed: `typ` is not checked (an
- * ID token needs this resource as its audience to pass at all).
+ * count permitted rows only; timing is out of scope. `typ` (noted here, changed in stop 49): absent, JWT
+ * or at+jwt passes, another kind of token (logout+jwt, dpop+jwt, …) is refused wrong_type, and an
+ * issuer's `token_type` requires one.
  */
 import { base64url, exportJWK, generateKeyPair, SignJWT } from 'jose';
 import { codeOf, REP1_CUSTOMERS, REP_ROLE, rowsOf, startRowFixture, type RowFixture } from '../../helpers/row-rules';
@@ -495,8 +496,10 @@ describe('held: token edge cases (TokenVerifier against the loopback issuer)', (
     // A critical extension the verifier does not know (RFC 7515 4.1.11) is refused, though signed by the issuer.
     expect(await signIn(await iss.mintRaw(body, { crit: ['x-evil'], 'x-evil': 1 }))).toBe('malformed');
     expect(await signIn(await iss.mintRaw(body))).toEqual({});
-    // typ is not checked (RFC 9068 asks for at+jwt where the issuer sets it): an IdP's ID token needs this audience to pass at all.
+    // typ (RFC 9068): JWT or absent passes (an IdP's generic tokens still need this audience); another kind of token the
+    // issuer's keys sign is refused, and an issuer's token_type requires one (test/unit/auth/token-verifier.test.ts).
     expect(await signIn(await iss.mint({}, { typ: 'JWT' }))).toEqual({});
+    expect(await signIn(await iss.mint({}, { typ: 'logout+jwt' }))).toBe('wrong_type');
   });
 
   test('aud arrays, an iss with a trailing slash, and exp/nbf at the skew\'s edge', async () => {

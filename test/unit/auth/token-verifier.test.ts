@@ -15,9 +15,9 @@ afterEach(async () => {
   await iss.close();
 });
 
-function verifier(opts: { cooldownMs?: number; timeoutMs?: number; refreshMs?: number; maxStaleMs?: number; now?: () => number; discovery?: boolean; required_scopes?: string[] } = {}) {
-  const { discovery, required_scopes, ...timing } = opts;
-  return new TokenVerifier([{ issuer: iss.issuer, jwks_uri: discovery ? undefined : iss.jwksUri, required_scopes }], RESOURCE, { cooldownMs: 0, ...timing });
+function verifier(opts: { cooldownMs?: number; timeoutMs?: number; refreshMs?: number; maxStaleMs?: number; now?: () => number; discovery?: boolean; required_scopes?: string[]; token_type?: string } = {}) {
+  const { discovery, required_scopes, token_type, ...timing } = opts;
+  return new TokenVerifier([{ issuer: iss.issuer, jwks_uri: discovery ? undefined : iss.jwksUri, required_scopes, token_type }], RESOURCE, { cooldownMs: 0, ...timing });
 }
 
 async function failure(v: TokenVerifier, token: string) {
@@ -43,6 +43,21 @@ test('expired, not yet valid, other issuer, other audience, missing audience', a
   expect(await failure(v, await iss.mint({ aud: undefined }))).toBe('wrong_audience');
   // Within the skew (60 s) an expiry just passed is still accepted.
   expect(await failure(v, await iss.mint({ exp: now - 5 }))).toBe('valid');
+});
+
+test('typ (RFC 9068): another kind of token the issuer signs is refused wrong_type; token_type requires one', async () => {
+  const v = verifier();
+  expect(await failure(v, await iss.mint({}, { typ: 'at+jwt' }))).toBe('valid');
+  expect(await failure(v, await iss.mint({}, { typ: 'application/AT+JWT' }))).toBe('valid');
+  expect(await failure(v, await iss.mint({}, { typ: 'JWT' }))).toBe('valid');
+  expect(await failure(v, await iss.mint({}, { typ: undefined }))).toBe('valid');
+  for (const typ of ['logout+jwt', 'dpop+jwt', 'secevent+jwt', 'application/id_token+jwt', 'JOSE']) expect(await failure(v, await iss.mint({}, { typ }))).toBe('wrong_type');
+  expect(await failure(v, await iss.mint({}, { typ: 7 }))).toBe('wrong_type');
+  const strict = verifier({ token_type: 'at+jwt' });
+  expect(await failure(strict, await iss.mint({}, { typ: 'application/at+jwt' }))).toBe('valid');
+  expect(await failure(strict, await iss.mint({}, { typ: 'JWT' }))).toBe('wrong_type');
+  expect(await failure(strict, await iss.mint({}, { typ: undefined }))).toBe('wrong_type');
+  expect(refusalOfFailure('wrong_type')).toBe('invalid_token');
 });
 
 test('alg none and an HMAC token keyed with the issuer public key are refused as alg_not_allowed', async () => {
