@@ -9,7 +9,8 @@
  *   decided the same way, which can only refuse more);
  * - masks and `deny_relations` policies on R, its ancestors and its descendants all apply, the
  *   strongest mask winning. Partitions share their parent's columns; a column an inheritance child
- *   adds is governed by the parent's table-wide rules and the child's own.
+ *   adds is governed by the parent's table-wide rules and the child's own; a column a child of several
+ *   parents inherits is granted only by an allow on the child or on an ancestor that has the column.
  *
  * The one evaluator (src/governance/evaluator.ts) still makes every single decision; this module
  * only chooses which relations each decision is asked about.
@@ -32,10 +33,17 @@ export function decideInHierarchy(evaluator: AccessEvaluator, sourceId: string, 
       ? evaluator.decide(sourceId, action, { schema: table.schema, table: table.name, column: ref.column })
       : evaluator.decideTable(sourceId, action, table.schema, table.name, tableColumns);
   let allowed = false;
-  for (const t of [{ schema: ref.schema, name: ref.table }, ...h.ancestors(ref.schema, ref.table)]) {
+  const ancestors = h.ancestors(ref.schema, ref.table);
+  // A column some ancestor has comes from the ancestors that have it (a child of several parents,
+  // `pc INHERITS (pa, pb)`): pb's allow does not grant pa's column on pc's rows, as it does not on
+  // pa's (red team rt48b, B7's residue); the child's own columns, and any column of an ancestor whose
+  // columns are not known, are granted by every ancestor's allow. Every ancestor's deny still counts.
+  const has = (t: { schema: string; name: string }) => h.columns?.(t.schema, t.name)?.includes(ref.column!);
+  const inherited = ref.column !== undefined && ancestors.some((a) => has(a) === true);
+  for (const t of [{ schema: ref.schema, name: ref.table }, ...ancestors]) {
     const d = one(t);
     if (d === 'deny') return 'deny';
-    if (d === 'allow') allowed = true;
+    if (d === 'allow' && (t.name === ref.table && t.schema === ref.schema ? true : !inherited || has(t) !== false)) allowed = true;
   }
   for (const t of h.descendants(ref.schema, ref.table)) {
     const d = ref.column !== undefined ? evaluator.decide(sourceId, action, { schema: t.schema, table: t.name, column: ref.column }) : evaluator.decide(sourceId, action, { schema: t.schema, table: t.name });

@@ -48,8 +48,10 @@
  *      each ancestor's allow covered every column of the child. An ancestor's allow now covers a
  *      column of the child only when that ancestor has the column (or no ancestor has it: the
  *      child's own), so pa's rule rules pa's columns (src/governance/row-rules.ts coveringTerms,
- *      RelationHierarchy.columns). Still open (not row rules): with no allow on pa at all, pb's allow
- *      lets step 3 read pa's columns of pc (an ancestor's allow covers all of a child's columns).
+ *      RelationHierarchy.columns). Its residue, fixed in stop 49: with no allow on pa at all, pb's
+ *      allow let step 3 read pa's columns of pc (an ancestor's allow covered all of a child's
+ *      columns); src/governance/hierarchy.ts decideInHierarchy now grants an inherited column only
+ *      from an allow on the child or on an ancestor that has it.
  *
  * Held (each pinned below with exact outcomes): window functions (lag, lead, first_value, count
  * OVER ()), aggregates with FILTER, GROUPING SETS, DISTINCT ON, set-returning functions in select
@@ -142,6 +144,8 @@ const TWO_PARENTS: SourceRole = {
     { effect: 'allow', action: 'read', resource: 'public.pb' },
   ],
 };
+/** pb whole, nothing on pa (B7's residue). */
+const PB_ONLY: SourceRole = { name: 'pb-only', statements: [{ effect: 'allow', action: 'read', resource: 'public.pb' }] };
 
 let fx: RowFixture;
 let iss: TestIssuer;
@@ -152,6 +156,7 @@ beforeAll(async () => {
   fx.grant('mail', [BY_EMAIL]);
   fx.grant('xx', [XX]);
   fx.grant('two', [TWO_PARENTS]);
+  fx.grant('pbonly', [PB_ONLY]);
   iss = await startTestIssuer(RESOURCE);
 }, 60_000);
 afterAll(async () => {
@@ -308,6 +313,13 @@ describe('B7 (medium, fixed): a child of two parents read pa\'s ruled columns on
     ['pa with its own column', 'SELECT id, secret FROM pa ORDER BY 1', [{ id: 1, secret: 'a1' }, { id: 3, secret: 'c-own' }]],
   ])('%s', async (_w, sql, rows) => {
     expect(rowsOf(await fx.call('two', { employee_id: 1 }, sql))).toEqual(rows);
+  });
+
+  test('residue (fixed): with no allow on pa, pb\'s allow reads pb\'s and pc\'s own columns of pc, never pa\'s', async () => {
+    expect(rowsOf(await fx.call('pbonly', {}, 'SELECT id, label, extra FROM pc ORDER BY 1'))).toEqual([{ id: 3, label: 'l3', extra: 'x' }, { id: 4, label: 'l4', extra: 'y' }]);
+    // Before the fix: [3 c-own, 4 c-hidden].
+    expect(codeOf(await fx.call('pbonly', {}, 'SELECT id, secret FROM pc ORDER BY 1'))).toBe('source_role_denied');
+    expect(codeOf(await fx.call('pbonly', {}, 'SELECT * FROM pc'))).toBe('source_role_denied');
   });
 });
 

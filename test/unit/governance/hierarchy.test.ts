@@ -88,6 +88,27 @@ test('decideInHierarchy: a parent allow grants, a deny anywhere up or down wins,
   expect(decideInHierarchy(ev([{ effect: 'allow', action: 'read', resource: 'public.m' }]), 's', 'read', { schema: 'public', table: 'm1a', column: 'v' }, NO_HIERARCHY)).toBe('none');
 });
 
+test('decideInHierarchy: a child of two parents gets a parent\'s column only from an allow on it or on a parent that has it (rt48b B7 residue)', () => {
+  const col = (name: string) => ({ name, dataType: 'text' });
+  const h = catalogHierarchy({
+    ...CATALOG,
+    relations: [
+      rel('pa', { columns: [col('id'), col('owner_id'), col('secret')], parents: [], ancestors: [] }),
+      rel('pb', { columns: [col('id'), col('label')], parents: [], ancestors: [] }),
+      rel('pc', { columns: [col('id'), col('owner_id'), col('secret'), col('label'), col('extra')], parents: [n('pa'), n('pb')], ancestors: [n('pa'), n('pb')] }),
+    ],
+  });
+  const d = (statements: SourceRole['statements'], column: string) => decideInHierarchy(ev(statements), 's', 'read', { schema: 'public', table: 'pc', column }, h);
+  const pbOnly: SourceRole['statements'] = [{ effect: 'allow', action: 'read', resource: 'public.pb' }];
+  // pb's allow grants pb's columns and pc's own, not pa's (before: 'allow' for secret and owner_id).
+  expect(['id', 'label', 'extra', 'secret', 'owner_id'].map((c) => d(pbOnly, c))).toEqual(['allow', 'allow', 'allow', 'none', 'none']);
+  // An allow on pa, or on pc itself, grants pa's columns of pc.
+  expect(d([...pbOnly, { effect: 'allow', action: 'read', resource: 'public.pa' }], 'secret')).toBe('allow');
+  expect(d([{ effect: 'allow', action: 'read', resource: 'public.pc' }], 'secret')).toBe('allow');
+  // Every ancestor's deny still refuses, whichever parent has the column.
+  expect(d([{ effect: 'allow', action: 'read', resource: 'public.*' }, { effect: 'deny', action: 'read', resource: 'public.pb' }], 'secret')).toBe('deny');
+});
+
 test('maskInHierarchy and deny_relations follow the tree; the refusal names the relation read', () => {
   const h = catalogHierarchy(CATALOG);
   const patterns = [{ parts: ['public', 'm', 'v'], method: 'partial' as const }, { parts: ['public', 'm1d', 'v'], method: 'full' as const }];
