@@ -65,6 +65,25 @@ export function showInvisible(text: string, opts: { oneLine?: boolean } = {}): {
   return { text: out, count };
 }
 
+/**
+ * Letters of the right-to-left scripts (bidirectional classes R and AL: Hebrew, Arabic, Syriac,
+ * Thaana, N'Ko, Samaritan, Mandaic and their presentation forms, U+0590–U+08FF, U+FB1D–U+FDFF,
+ * U+FE70–U+FEFE, U+10800–U+10FFF, U+1E800–U+1EFFF). Beside them a terminal or chat client that
+ * applies the bidirectional algorithm draws digits and punctuation in another order than they are
+ * stored (`'א' || 777 || 12 || 'ב'` drawn with 12 first: red team rt48a K7, fixed in the console
+ * by its CSS; a terminal has no such switch), so the CLI says so (RIGHT_TO_LEFT_NOTE).
+ */
+const RIGHT_TO_LEFT = /[\u0590-\u08ff\ufb1d-\ufdff\ufe70-\ufefe\u{10800}-\u{10fff}\u{1e800}-\u{1efff}]/u;
+
+/** True when `text` holds a right-to-left letter (RIGHT_TO_LEFT). */
+export function hasRightToLeft(text: string): boolean {
+  return RIGHT_TO_LEFT.test(text);
+}
+
+/** The CLI's line beside a statement or parameters holding right-to-left letters (rt48a K7, terminals). */
+export const RIGHT_TO_LEFT_NOTE =
+  'note: right-to-left letters in the statement or its parameters: a terminal or chat client that lays out bidirectional text may draw the digits and punctuation between them out of order; check the values with --json (exact) or in the console';
+
 /** Hex digits of the parameters' digest that end a shortened preview (paramsForDisplay). */
 export const PARAMS_DIGEST_LENGTH = 6;
 

@@ -23,7 +23,7 @@ import YAML from 'yaml';
 import type { ApprovalReview, OperatorBackend } from '../admin/backend';
 import { APPROVAL_STATES, type ApprovalFailureCause, type ApprovalRecord, type ApprovalState } from '../control/approvals';
 import { ControlError } from '../control/errors';
-import { initStatementDisplay, paramsForDisplay, showInvisible, statementForDisplay } from '../approvals/statement';
+import { hasRightToLeft, initStatementDisplay, paramsForDisplay, RIGHT_TO_LEFT_NOTE, showInvisible, statementForDisplay } from '../approvals/statement';
 import { parsePositiveInt } from './args';
 import { parseOperatorName } from './context';
 import { shortTime, table } from './output';
@@ -64,7 +64,8 @@ export class NotConfirmedError extends Error {
  * `approval show`): the statement as it runs (comments listed apart), its parameters, the row
  * estimate of the console's one estimator, whether it deletes, updates or merges rows, and the
  * console's warning when approving cannot run it (the requester's key revoked or expired, or its
- * identity disabled: "warning: Approving will not run this write: …").
+ * identity disabled: "warning: Approving will not run this write: …"), and RIGHT_TO_LEFT_NOTE when
+ * the statement or its parameters hold right-to-left letters.
  */
 export function reviewText(r: ApprovalReview, opts: { statement: boolean }): string {
   const a = r.approval;
@@ -80,6 +81,7 @@ export function reviewText(r: ApprovalReview, opts: { statement: boolean }): str
   if (r.destructive) lines.push('destructive: yes (it deletes, updates or merges rows)');
   // The console's warning (an older server's review has no requester member).
   if (r.requester) lines.push(`warning: ${r.requester.message}`);
+  if (hasRightToLeft(a.sql) || hasRightToLeft(JSON.stringify(a.params ?? null))) lines.push(RIGHT_TO_LEFT_NOTE);
   // Every character the terminal would apply rather than show is shown as ⟨U+XXXX⟩ (task hnu43 item 2).
   return showInvisible(lines.join('\n')).text;
 }
@@ -131,7 +133,8 @@ export function approvalListTable(rows: Array<ApprovalRecord & { requesterProble
     truncated ||= s.truncated || p.truncated;
     // A pending write its requester can no longer have run (key revoked or expired, identity disabled), flagged as the console does (task hnu41 item 6).
     const warn = a.requesterProblem ? `⚠ ${a.requesterProblem}` : '';
-    const notes = [warn, s.comments.length ? `${s.comments.length} comment(s) stripped` : '', a.outcome?.error_code ?? '', a.requeuedFrom ? `requeue of ${a.requeuedFrom}` : ''].filter(Boolean).join('; ');
+    const rtl = hasRightToLeft(a.sql) || hasRightToLeft(JSON.stringify(a.params ?? null)) ? 'right-to-left text (approval show)' : '';
+    const notes = [warn, rtl, s.comments.length ? `${s.comments.length} comment(s) stripped` : '', a.outcome?.error_code ?? '', a.requeuedFrom ? `requeue of ${a.requeuedFrom}` : ''].filter(Boolean).join('; ');
     return [a.id, a.state, a.identityName, a.sourceId, shortTime(a.createdAt), shortTime(a.expiresAt), notes, p.text, s.text];
   });
   const out = table(['id', 'state', 'identity', 'source', 'created', 'expires', 'notes', 'params', 'statement'], body);

@@ -45,8 +45,11 @@
  *      punctuation between them right to left: `'א' || 777 || 12 || 'ב'` (or VALUES ('א', 99999, 5,
  *      'ב')) was drawn with 12 before 777, in the detail, the list and the parameter preview, so the
  *      value an operator reads in a position is not the one stored there. Fixed: console.css lays
- *      agent-written text out in logical order (direction ltr, unicode-bidi bidi-override). Open, low:
- *      terminals that apply bidi (VTE, Konsole) and chat clients draw the CLI's and webhooks' text so.
+ *      agent-written text out in logical order (direction ltr, unicode-bidi bidi-override). Terminals
+ *      that apply bidi (VTE, Konsole) and chat clients draw the CLI's and webhooks' text so: since stop
+ *      49 the CLI's approve prompt, `approval show` and `approval list` say when a statement or its
+ *      parameters hold right-to-left letters (test/unit/cli/approval-invisible.test.ts); webhooks' chat
+ *      text still does not (low, open).
  *   K8 low, fixed: the console re-reads its list on every queue event, and that read restarted the
  *      session's idle clock, so an agent queuing a write every half hour kept an unattended, signed-in
  *      console open until the absolute timeout (8 h), against "an open page left alone still times

@@ -37,3 +37,16 @@ test('the approve prompt and approval list show the same escapes, parameters inc
   expect(RAW.test(list)).toBe(false);
   expect(list).toContain('["p⟨U+202E⟩q"]');
 });
+
+test('right-to-left letters (rt48a K7, terminals): show, the approve prompt and list say so; none without them', () => {
+  const rtl = { ...review, approval: { ...record, sql: "SELECT 'א' || 777 || 12 || 'ב'", params: [] } } as unknown as ApprovalReview;
+  const inParams = { ...review, approval: { ...record, sql: 'INSERT INTO t VALUES ($1, 99999, 5)', params: ['مرحبا'] } } as unknown as ApprovalReview;
+  const NOTE = 'note: right-to-left letters in the statement or its parameters: a terminal or chat client that lays out bidirectional text may draw the digits and punctuation between them out of order; check the values with --json (exact) or in the console';
+  for (const r of [rtl, inParams]) {
+    expect(reviewText(r, { statement: true }).split('\n')).toContain(NOTE);
+    expect(approvalShowText(r).split('\n')).toContain(NOTE);
+    expect(approvalListTable([{ ...r.approval, requesterProblem: null }], true)).toContain('right-to-left text (approval show)');
+  }
+  expect(reviewText(review, { statement: true })).not.toContain('right-to-left');
+  expect(approvalListTable([{ ...record, requesterProblem: null }], true)).not.toContain('right-to-left');
+});
