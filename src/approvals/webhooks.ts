@@ -33,7 +33,7 @@ import crypto from 'node:crypto';
 import type { Logger } from 'pino';
 import type { ControlDb } from '../control/db';
 import { getApproval } from '../control/approvals';
-import { initStatementDisplay, showInvisible, statementForDisplay } from './statement';
+import { hasRightToLeft, initStatementDisplay, showInvisible, statementForDisplay } from './statement';
 import { webhookSecretProblem } from '../control/config';
 
 /** The events a webhook can subscribe to. */
@@ -147,7 +147,8 @@ export function webhookText(event: WebhookEvent, decision: string, a: WebhookApp
   const id = chatText(a.id);
   switch (event) {
     case 'approval.queued':
-      return `A write by ${who} is waiting for approval (${id}): ${chatCode(a.statement)}`;
+      // A chat client lays out right-to-left letters bidirectionally: digits between them may be drawn out of order (rt48a K7).
+      return `A write by ${who} is waiting for approval (${id}): ${chatCode(a.statement)}${hasRightToLeft(a.statement) ? ' (right-to-left letters in it: a chat client may draw the digits between them out of order; check it in the console)' : ''}`;
     case 'approval.expired':
       return `Approval ${id} (${who}) expired undecided.`;
     case 'approval.decided':

@@ -48,8 +48,8 @@
  *      agent-written text out in logical order (direction ltr, unicode-bidi bidi-override). Terminals
  *      that apply bidi (VTE, Konsole) and chat clients draw the CLI's and webhooks' text so: since stop
  *      49 the CLI's approve prompt, `approval show` and `approval list` say when a statement or its
- *      parameters hold right-to-left letters (test/unit/cli/approval-invisible.test.ts); webhooks' chat
- *      text still does not (low, open).
+ *      parameters hold right-to-left letters (test/unit/cli/approval-invisible.test.ts), and so does a
+ *      webhook's chat text of a queued write (test/unit/approvals/webhook-text.test.ts).
  *   K8 low, fixed: the console re-reads its list on every queue event, and that read restarted the
  *      session's idle clock, so an agent queuing a write every half hour kept an unattended, signed-in
  *      console open until the absolute timeout (8 h), against "an open page left alone still times
