@@ -135,7 +135,13 @@ export async function startGovernedGateway(opts: GovernedGatewayOptions): Promis
   });
   // API keys, and access tokens of the configured issuers beside them (issue 26).
   let metricsRef: GatewayMetrics | null = null;
-  const { resolver: identityResolver, surface: authSurface, subjects: tokenSubjects } = federatedIdentity(config.auth, new DbIdentityResolver(db, { logger }), db, { logger, onValidation: (o) => metricsRef?.observeTokenValidation(o) });
+  const { resolver: identityResolver, surface: authSurface, subjects: tokenSubjects } = federatedIdentity(config.auth, new DbIdentityResolver(db, { logger }), db, {
+    logger,
+    onValidation: (o) => metricsRef?.observeTokenValidation(o),
+    // A sign-in that took a claim grant back is authorised without it (red team rt48d R6), not from
+    // the grants cached until the grants notification arrives.
+    onClaimGrantsSynced: (identityId) => store.dropGrants(identityId),
+  });
   const cache = new ResultCache({ ttlMs: config.cache.ttl_ms, maxBytes: config.cache.max_bytes });
   const analysisCache = new AnalysisCache();
   const registry = new SourceConnectorRegistry({ logger });

@@ -227,7 +227,7 @@ async function recheck(db: ControlDb, a: ApprovalRecord, now: Date, connectorFor
   }
   // Kept claim values a newer token of the requester contradicts are not used (rt27m finding 3).
   const attributes = mergeAttributes((await getIdentity(db, a.identityId))?.attributes, await claimsStillHeld(db, a.identityId, a.id, a.claimAttributes));
-  const rows = planRowRules({ evaluator, sourceId: a.sourceId, analysis, catalog, attributes, sql: a.sql, policyRows, serverVersionNum });
+  const rows = planRowRules({ evaluator, sourceId: a.sourceId, analysis, catalog, attributes, sql: a.sql, policyRows, serverVersionNum, trustedFunctions: source.settings.trusted_functions });
   if (rows.kind === 'refused') return no(rows.outcome.kind === 'refusal' && rows.outcome.code === 'row_rule_attribute_missing' ? 'row_rule_attribute_missing' : 'row_rule_unenforceable');
   return { denied: null, plan: rows.kind === 'ruled' ? rows.plan : null, searchPath: scanned.searchPath, guard };
 }

@@ -23,19 +23,21 @@ export type ManagedResolver = IdentityResolver & { invalidate(): void; close(): 
  * Builds step 1's resolver and the authorization surface from `auth` (config), and the token
  * identity store behind the resolver (`subjects`, absent without issuers). Throws
  * ValidationError when issuers are configured without auth.resource.
- * `onValidation` receives every token validation outcome (metrics).
+ * `onValidation` receives every token validation outcome (metrics); `onClaimGrantsSynced` is told
+ * each identity whose claim grants a sign-in just synced (TokenIdentityStore's constructor: the
+ * gateway drops the identity's cached grants before the call is authorised, red team rt48d R6).
  */
 export function federatedIdentity(
   auth: GatewayConfig['auth'],
   keys: ManagedResolver,
   db: ControlDb,
-  opts: { logger?: Logger; onValidation?: (outcome: string) => void; keys?: IssuerKeysOptions } = {},
+  opts: { logger?: Logger; onValidation?: (outcome: string) => void; keys?: IssuerKeysOptions; onClaimGrantsSynced?: (identityId: string) => void } = {},
 ): { resolver: ManagedResolver; surface?: AuthSurface; subjects?: TokenIdentityStore } {
   const issuers = auth?.issuers ?? [];
   if (issuers.length === 0) return { resolver: keys };
   if (!auth?.resource) throw new ValidationError('invalid configuration', ['/auth/resource: required when auth.issuers is set (the audience tokens must name)']);
   const verifier = new TokenVerifier(issuers, auth.resource, { ...opts.keys, logger: opts.logger });
-  const subjects = new TokenIdentityStore(db, opts.logger, new ClaimMappingCache(db));
+  const subjects = new TokenIdentityStore(db, opts.logger, new ClaimMappingCache(db), opts.onClaimGrantsSynced);
   const resolver = new FederatedIdentityResolver(keys, verifier, subjects, { logger: opts.logger, onValidation: opts.onValidation });
   const surface: AuthSurface = {
     resource: auth.resource,

@@ -12,9 +12,10 @@
  * logged once and its pair left out, so sign-in keeps working with the rules the database knows.
  */
 import type { JWTPayload } from 'jose';
+import type pg from 'pg';
 import type { Logger } from 'pino';
 import type { TokenIssuer } from '../../generated/config-v1';
-import { isUniqueViolation, type ControlDb } from '../control/db';
+import { isUniqueViolation, withTransaction, type ControlDb } from '../control/db';
 import { ClaimMappingCache, mergeClaimMapping, pairKey } from '../control/claim-mappings';
 import { MISSING_CLAIM_RULE_FIX } from '../control/claim-rules';
 import { newIdentityId } from '../control/ids';
@@ -80,25 +81,28 @@ export function usableClaims(fromClaims: Record<string, unknown>): Record<string
   return Object.fromEntries(Object.entries(fromClaims).filter(([, v]) => attributeText(v) !== null || (Array.isArray(v) && attributeListText(v) !== null)));
 }
 
-/** Looks up and provisions token identities in the control database. */
-
 /**
  * The subject's use, and its attribute claims ($3, JSON) with their token's issue time ($4,
  * timestamptz or NULL) unless the recorded claims came from a token issued later (red team rt48b
  * B5: an older, still unexpired token presented after a newer one must not bring back claims its
- * issuer has changed since, which an approval checks a queued write's kept values against). A token
- * without `iat` cannot be ordered: it replaces the claims and clears the issue time, as before.
+ * issuer has changed since, which an approval checks a queued write's kept values against).
  * Returns `recorded`: false when a later token's claims were kept (its claim grants are then not
- * synced either: they follow the issuer's latest word too). An iat ahead of the database's clock
- * counts as now (red team rt48d R3): jose checks iat only for its type, and one token an IdP signed
- * with iat years ahead (a clock fault) froze the subject's recorded claims and claim grants until
- * then, a group removed at the IdP never taken back.
+ * synced either: they follow the issuer's latest word too). A token's issue time is its iat, but
+ * never later than the control database's now(): an iat ahead of it counts as now (red team rt48d
+ * R3: jose checks iat only for its type, and one token an IdP signed with iat years ahead, a clock
+ * fault, froze the subject's recorded claims and claim grants until then, a group removed at the
+ * IdP never taken back), and so does a token without `iat` (rt48d R5): its age is unknown (RFC
+ * 7519 4.1.6 makes iat optional; RFC 9068 2.2 requires it in JWT access tokens), now is the latest
+ * it can have been issued, so it replaces the recorded claims and the tokens issued before it
+ * (before its use) no longer do. It cleared claims_issued_at before, after which an older unexpired
+ * token's claims counted again. Run in one transaction with the claim grants' sync
+ * (TokenIdentityStore.touch): the row lock it takes orders the grants like the claims (rt48d R4).
  */
 const RECORD_ORDERED_CLAIMS_SQL = `UPDATE identity_subjects SET last_used_at = now(),
-    claim_attributes = CASE WHEN t.iat IS NULL OR claims_issued_at IS NULL OR t.iat >= claims_issued_at THEN $3::jsonb ELSE claim_attributes END,
-    claims_seen_at = CASE WHEN t.iat IS NULL OR claims_issued_at IS NULL OR t.iat >= claims_issued_at THEN now() ELSE claims_seen_at END,
-    claims_issued_at = CASE WHEN t.iat IS NULL OR claims_issued_at IS NULL OR t.iat >= claims_issued_at THEN t.iat ELSE claims_issued_at END
-  FROM (SELECT CASE WHEN $4::timestamptz IS NULL THEN NULL ELSE LEAST($4::timestamptz, now()) END AS iat) AS t
+    claim_attributes = CASE WHEN claims_issued_at IS NULL OR t.iat >= claims_issued_at THEN $3::jsonb ELSE claim_attributes END,
+    claims_seen_at = CASE WHEN claims_issued_at IS NULL OR t.iat >= claims_issued_at THEN now() ELSE claims_seen_at END,
+    claims_issued_at = CASE WHEN claims_issued_at IS NULL OR t.iat >= claims_issued_at THEN t.iat ELSE claims_issued_at END
+  FROM (SELECT LEAST(COALESCE($4::timestamptz, now()), now()) AS iat) AS t
   WHERE issuer = $1 AND subject = $2
   RETURNING claims_seen_at = now() AS recorded`;
 
@@ -110,6 +114,12 @@ function issuedAt(claims: JWTPayload): string | null {
   return Number.isNaN(d.getTime()) ? null : d.toISOString();
 }
 
+/** RECORD_ORDERED_CLAIMS_SQL refused to the runtime role (42501): claims_issued_at is not granted to it. */
+class NotOrdered extends Error {}
+/** interlock_sync_claim_grants refused a pair no claim rule of the issuer names (42501); nothing was written. */
+class SyncRefused extends Error {}
+
+/** Looks up and provisions token identities in the control database. */
 export class TokenIdentityStore {
   private readonly touched = new Map<string, { at: number; grants: string }>();
   /** Configured pairs already logged as unknown to the database (issuer, source, role). */
@@ -119,11 +129,16 @@ export class TokenIdentityStore {
   /**
    * `mappings`: the interlock files' claim mappings (merged into each issuer's configuration) and
    * the pairs the database allows; default a ClaimMappingCache of `db` of its own.
+   * `onClaimGrantsSynced(identityId)`: told, before identityFor returns, that the identity's claim
+   * grants were brought in step with its token (changed or not): the gateway drops the identity's
+   * cached grants there, so the call that took a grant back is authorised without it (red team
+   * rt48d R6; the control-table notification comes later and only when something changed).
    */
   constructor(
     private readonly db: ControlDb,
     private readonly logger?: Logger,
     mappings?: ClaimMappingCache,
+    private readonly onClaimGrantsSynced?: (identityId: string) => void,
   ) {
     this.mappings = mappings ?? new ClaimMappingCache(db);
   }
@@ -199,6 +214,14 @@ export class TokenIdentityStore {
    * Records the subject's use and its usable attribute claims (`fromClaims`, red team rt27m finding
    * 3: an approval checks the claim values kept with a queued write against them) and brings its
    * claim grants in step, at most once per TOUCH_INTERVAL_MS unless the grants or the claims changed.
+   * The claims (ordered by the token's issue time, RECORD_ORDERED_CLAIMS_SQL) and the grants are
+   * written in one transaction: the UPDATE's lock on the subject's row is held until the grants are
+   * synced, so of two sign-ins at once the second waits, and is re-checked on the first's row, before
+   * it decides; the grants are always those of the token whose claims are recorded (red team rt48d
+   * R4: the sync ran after the UPDATE had committed, and the older token's grants could be synced
+   * last). After a sync the identity's cached grants are dropped (`onClaimGrantsSynced`), before the
+   * call is authorised (rt48d R6). A token issued before the recorded one leaves the once-a-minute
+   * entry as it was, so a newer token with its claims is still recorded.
    */
   private async touch(cfg: TokenIssuer, claims: JWTPayload, identityId: string, subject: string, fromClaims: Record<string, unknown>): Promise<void> {
     const grants = await this.allowedGrants(cfg.issuer, claimGrants(cfg, claims));
@@ -212,46 +235,96 @@ export class TokenIdentityStore {
     if (last && last.grants === signature && now - last.at < TOUCH_INTERVAL_MS) return;
     this.touched.set(key, { at: now, grants: signature });
     if (this.touched.size > 10_000) this.touched.clear();
+    const claimsJson = JSON.stringify(recorded);
+    const iat = issuedAt(claims);
     try {
-      const r = await this.db.pool.query<{ recorded: boolean }>(RECORD_ORDERED_CLAIMS_SQL, [cfg.issuer, subject, JSON.stringify(recorded), issuedAt(claims)]);
-      // A token issued before the one whose claims are recorded: its claims and claim grants are not
-      // the issuer's latest word (rt48b B5). Its call still runs with its own claims and the grants held.
-      if (r.rows[0]?.recorded === false) return;
-    } catch (err) {
-      if ((err as { code?: string }).code !== '42501') throw err;
-      // A runtime role granted before claims_issued_at existed (migration 20261216120000000): record
-      // the claims unordered, as before it, until `interlock db grant-runtime-role` runs again.
+      let synced: boolean | 'unordered';
       try {
-        await this.db.pool.query('UPDATE identity_subjects SET last_used_at = now(), claim_attributes = $3, claims_seen_at = now() WHERE issuer = $1 AND subject = $2', [cfg.issuer, subject, JSON.stringify(recorded)]);
-        this.logger?.warn({ component: 'oauth' }, 'cannot order token subjects\' attribute claims by issue time (re-run interlock db grant-runtime-role)');
-      } catch (err2) {
-        // A runtime role granted before the claim columns existed: record the use only (kept claim
-        // values are then not checked against newer tokens) until `interlock db grant-runtime-role` runs again.
-        if ((err2 as { code?: string }).code !== '42501') throw err2;
-        this.logger?.warn({ component: 'oauth' }, 'cannot record token subjects\' attribute claims (re-run interlock db grant-runtime-role)');
-        await this.db.pool.query('UPDATE identity_subjects SET last_used_at = now() WHERE issuer = $1 AND subject = $2', [cfg.issuer, subject]);
+        synced = await this.recordAndSync(cfg.issuer, subject, claimsJson, iat, grants);
+      } catch (err) {
+        if (!(err instanceof SyncRefused)) throw err;
+        // A rule removed since the allowed pairs were loaded (the function refused a pair; nothing was
+        // written): load them again and pass only what the database allows now.
+        this.mappings.invalidate();
+        const again = await this.allowedGrants(cfg.issuer, grants);
+        this.touched.set(key, { at: now, grants: JSON.stringify([again, recorded]) });
+        synced = await this.recordAndSync(cfg.issuer, subject, claimsJson, iat, again);
       }
+      if (synced === 'unordered') {
+        await this.recordUnordered(cfg.issuer, subject, claimsJson);
+        // Also with no rules: an issuer whose role_grants were all removed from the configuration takes
+        // back the claim grants it gave (returning here kept them for good).
+        try {
+          await syncClaimGrants(this.db, cfg.issuer, subject, grants);
+        } catch (err) {
+          if ((err as { code?: string }).code !== '42501') throw err;
+          this.mappings.invalidate();
+          const again = await this.allowedGrants(cfg.issuer, grants);
+          this.touched.set(key, { at: now, grants: JSON.stringify([again, recorded]) });
+          await syncClaimGrants(this.db, cfg.issuer, subject, again);
+        }
+        synced = true;
+      }
+      if (synced) this.onClaimGrantsSynced?.(identityId);
+      // A token issued before the recorded one changed nothing: the entry stays the recorded token's,
+      // else a newer token with the older one's claims was skipped for TOUCH_INTERVAL_MS, its claims
+      // not recorded and its grants not synced (found with rt48d R5's test).
+      else if (last) this.touched.set(key, last);
+      else this.touched.delete(key);
+    } catch (err) {
+      this.touched.delete(key);
+      throw err;
     }
-    // Also with no rules: an issuer whose role_grants were all removed from the configuration takes
-    // back the claim grants it gave (returning here kept them for good).
+  }
+
+  /**
+   * One transaction: RECORD_ORDERED_CLAIMS_SQL, then, when the token's claims were recorded, the
+   * claim grants' sync (`grants`; also with none: an issuer whose role_grants were all removed from
+   * the configuration takes back the claim grants it gave). True when synced, false when a later
+   * token's claims were kept (a token issued before them: its call still runs with its own claims
+   * and the grants held, rt48b B5), 'unordered' when the runtime role may not write
+   * claims_issued_at (nothing written). Throws SyncRefused when the function refused a pair (42501:
+   * nothing written), and any other control-database error.
+   */
+  private async recordAndSync(issuer: string, subject: string, claimsJson: string, iat: string | null, grants: Array<{ role: string; source: string }>): Promise<boolean | 'unordered'> {
     try {
-      await syncClaimGrants(this.db, cfg.issuer, subject, grants);
+      return await withTransaction(this.db, async (c) => {
+        let r;
+        try {
+          r = await c.query<{ recorded: boolean }>(RECORD_ORDERED_CLAIMS_SQL, [issuer, subject, claimsJson, iat]);
+        } catch (err) {
+          if ((err as { code?: string }).code === '42501') throw new NotOrdered();
+          throw err;
+        }
+        if (r.rows[0]?.recorded === false) return false;
+        try {
+          await syncClaimGrants(c, issuer, subject, grants);
+        } catch (err) {
+          if ((err as { code?: string }).code === '42501') throw new SyncRefused();
+          throw err;
+        }
+        return true;
+      });
     } catch (err) {
-      if ((err as { code?: string }).code !== '42501') {
-        this.touched.delete(key);
-        throw err;
-      }
-      // A rule removed since the allowed pairs were loaded (the function refused a pair): load them
-      // again and pass only what the database allows now.
-      this.mappings.invalidate();
-      const again = await this.allowedGrants(cfg.issuer, grants);
-      this.touched.set(key, { at: now, grants: JSON.stringify([again, recorded]) });
-      try {
-        await syncClaimGrants(this.db, cfg.issuer, subject, again);
-      } catch (err2) {
-        this.touched.delete(key);
-        throw err2;
-      }
+      if (err instanceof NotOrdered) return 'unordered';
+      throw err;
+    }
+  }
+
+  /**
+   * A runtime role granted before claims_issued_at existed (migration 20261216120000000): records
+   * the claims unordered, as before it, until `interlock db grant-runtime-role` runs again (warned);
+   * one granted before the claim columns existed: the use only (kept claim values are then not
+   * checked against newer tokens).
+   */
+  private async recordUnordered(issuer: string, subject: string, claimsJson: string): Promise<void> {
+    try {
+      await this.db.pool.query('UPDATE identity_subjects SET last_used_at = now(), claim_attributes = $3, claims_seen_at = now() WHERE issuer = $1 AND subject = $2', [issuer, subject, claimsJson]);
+      this.logger?.warn({ component: 'oauth' }, 'cannot order token subjects\' attribute claims by issue time (re-run interlock db grant-runtime-role)');
+    } catch (err2) {
+      if ((err2 as { code?: string }).code !== '42501') throw err2;
+      this.logger?.warn({ component: 'oauth' }, 'cannot record token subjects\' attribute claims (re-run interlock db grant-runtime-role)');
+      await this.db.pool.query('UPDATE identity_subjects SET last_used_at = now() WHERE issuer = $1 AND subject = $2', [issuer, subject]);
     }
   }
 
@@ -291,7 +364,9 @@ export class TokenIdentityStore {
  * add is named by no claim rule of `issuer` in the database (42501: configured_claim_grants or the
  * issuer's claim mapping), changing nothing; removals need no rule. A claim grant it writes counts
  * only while such a rule names it (interlock_effective_grants, read by grantsForIdentity; task hcl).
+ * `db`: the control database, or a client in a transaction (TokenIdentityStore runs it in the
+ * transaction that recorded the token's claims, rt48d R4).
  */
-export async function syncClaimGrants(db: ControlDb, issuer: string, subject: string, grants: Array<{ role: string; source: string }>): Promise<void> {
-  await db.pool.query('SELECT interlock_sync_claim_grants($1, $2, $3::text[], $4::text[])', [issuer, subject, grants.map((g) => g.role), grants.map((g) => g.source)]);
+export async function syncClaimGrants(db: ControlDb | pg.ClientBase, issuer: string, subject: string, grants: Array<{ role: string; source: string }>): Promise<void> {
+  await ('pool' in db ? db.pool : db).query('SELECT interlock_sync_claim_grants($1, $2, $3::text[], $4::text[])', [issuer, subject, grants.map((g) => g.role), grants.map((g) => g.source)]);
 }

@@ -87,6 +87,17 @@ export class DbGovernanceStore implements GovernanceStore {
   }
 
   /**
+   * Drops the cached grants of one identity (a token sign-in just synced its claim grants, red team
+   * rt48d R6): its next grantsForIdentity reads the control database. A load of any identity's
+   * grants running now does not store its answer (the generation), so one read before the sync
+   * cannot put the old grants back.
+   */
+  dropGrants(identityId: string): void {
+    this.grantsCache.delete(identityId);
+    this.generation.grants++;
+  }
+
+  /**
    * Marks the source's catalogue stale (a relation it holds was found dropped on the source, red
    * team rtn4 item 2): the next loadCatalog reads the stored snapshot again, so a rescan whose
    * notification this replica missed is picked up at once instead of after the cache's 30 s.

@@ -229,7 +229,7 @@ function pipeline(deps: QueryPipelineDeps, now: () => Date, analyses: AnalysisCa
     // hierarchy check's, as before.
     const rowShape = (runSql: string): RowRuleShape =>
       rowRulesHere ? cached.rowRules(policyRows.any ? `${runSql}\u0000${policyRows.key}` : runSql, () => shapeRowRules({ evaluator, sourceId, analysis, catalog, sql: runSql, policyRows })) : NO_ROW_RULES;
-    const rows = bindRowRules(rowShape(sql), identity.attributes);
+    const rows = bindRowRules(rowShape(sql), identity.attributes, source.settings.trusted_functions);
     const requested = typeof args.max_rows === 'number' ? args.max_rows : TOOL_DEFAULTS.max_rows;
     const sourceCap = typeof source.settings.max_rows === 'number' ? source.settings.max_rows : Infinity;
     // Built only for a read that may be stored: with the cache disabled no key is hashed (issue 28 item 3).
@@ -326,7 +326,7 @@ function pipeline(deps: QueryPipelineDeps, now: () => Date, analyses: AnalysisCa
       let runSql = premasked ? wrapped.sql : sql;
       let rowPlan: RowRulePlan | null = null;
       if (rows.kind === 'ruled') {
-        const final = premasked ? bindRowRules(rowShape(runSql), identity.attributes) : rows;
+        const final = premasked ? bindRowRules(rowShape(runSql), identity.attributes, source.settings.trusted_functions) : rows;
         if (final.kind !== 'ruled') return final.kind === 'refused' ? final.outcome : { kind: 'refusal', code: 'row_rule_unenforceable' };
         rowPlan = final.plan;
         runSql = rowPlan.sql;

@@ -127,6 +127,11 @@ export interface RowRuleInput {
    * Decides whether a MERGE into a ruled table may run (PostgreSQL 17 or later).
    */
   serverVersionNum?: number;
+  /**
+   * The source's `trusted_functions` (settings, "schema.name" texts): a rule comparing a column with
+   * its type's own operator runs only when it lists the operator's function (rt48d R8; bindRowRules).
+   */
+  trustedFunctions?: unknown;
 }
 
 const predicates = new Map<string, RowPredicate | RowPredicateError>();
@@ -204,6 +209,12 @@ interface AttributeNeed {
   single: string[];
   list: string[];
   bindTypes: Array<[string, string]>;
+  /**
+   * The functions ("schema.name") of the column types' own operators the term's SQL runs (red team
+   * rt48d R8; ownOperatorsOf): run only when the source's trusted_functions lists each, else the
+   * caller is refused row_rule_unenforceable (bindRowRules). Absent: none.
+   */
+  functions?: string[];
 }
 
 /** A refusal that does not depend on the caller's attributes, met at its place in the planning order. */
@@ -239,7 +250,36 @@ export type RowRuleShape =
  * initSqlParser(). Uncached: the same as bindRowRules(shapeRowRules(input), input.attributes).
  */
 export function planRowRules(input: RowRuleInput): RowRuleDecision {
-  return bindRowRules(shapeRowRules(input), input.attributes);
+  return bindRowRules(shapeRowRules(input), input.attributes, input.trustedFunctions);
+}
+
+/** ownOperatorsOf's answer per catalogue object (a snapshot is immutable). */
+const ownOperatorCache = new WeakMap<SourceCatalog, ReadonlyMap<string, { schema: string; fn: string }>>();
+
+/**
+ * The types' own comparison operators of a catalogue, keyed `"<type oid>\u0000<op>"`: each operator
+ * (`operatorCode`) named = <> < <= > >= whose two operands are one type outside pg_catalog and which
+ * lives in that type's own schema (citext's `=` beside citext), with its schema and its function
+ * ("schema.name"). This is the operator PostgreSQL picks for `col = value` of that type (an exact
+ * match) when the type's schema is on the path; the row view names it by the schema recorded here,
+ * never through a search path (rt47b J3b). An operator someone else made for the type in another
+ * schema is not one, nor any outside pg_catalog for a built-in type (`public.=(text, text)` stays
+ * unused: pg_catalog's is named). Empty for snapshots without operatorCode or type schemas.
+ */
+export function ownOperatorsOf(catalog: SourceCatalog): ReadonlyMap<string, { schema: string; fn: string }> {
+  let out = ownOperatorCache.get(catalog);
+  if (out) return out;
+  const typeSchema = new Map((catalog.operatorResolution?.types ?? []).map((t) => [t[0], t[1]]));
+  const map = new Map<string, { schema: string; fn: string }>();
+  for (const [schema, name, left, right, fnSchema, fnName] of catalog.operatorCode ?? []) {
+    if (!['=', '<>', '<', '<=', '>', '>='].includes(name) || left !== right || left === 0 || fnSchema === null || fnName === null) continue;
+    const ts = typeSchema.get(left);
+    if (ts === undefined || ts === 'pg_catalog' || ts !== schema) continue;
+    map.set(`${left}\u0000${name}`, { schema, fn: `${fnSchema}.${fnName}` });
+  }
+  out = map;
+  ownOperatorCache.set(catalog, out);
+  return out;
 }
 
 /**
@@ -390,21 +430,33 @@ export function shapeRowRules(input: Omit<RowRuleInput, 'attributes'>): RowRuleS
     return null;
   };
   const predicateSqlOf = new Map<string, string>();
-  const types = (rel: PreparedRelation) => new Map(input.catalog.relations.find((r) => r.schema === rel.schema && r.name === rel.name)?.columns.map((c) => [c.name, c.dataType]) ?? []);
+  const columnsOf = (rel: PreparedRelation) => input.catalog.relations.find((r) => r.schema === rel.schema && r.name === rel.name)?.columns ?? [];
+  const types = (rel: PreparedRelation) => new Map(columnsOf(rel).map((c) => [c.name, c.dataType]));
+  const ownOperators = ownOperatorsOf(input.catalog);
   /** The SQL of one predicate text over `rel`, noting the attributes it binds; null after a refusal. */
   const one = (rel: PreparedRelation, rows: string, origin: string): string | null => {
     const p = cachedPredicate(rows);
     if (p instanceof RowPredicateError) return refuse(unenforceable(`the row rule of ${origin} is invalid: ${p.message}`));
     const bindTypes: Array<[string, string]> = [];
+    const functions = new Set<string>();
     let sql: string;
     try {
       const cols = types(rel);
-      sql = renderRowPredicate(p, (c) => cols.get(c), (a, t) => bindTypes.push([a, t]));
+      const oids = new Map(columnsOf(rel).map((c) => [c.name, c.typeOid]));
+      // A column type's own operator (citext's `=`), named by the schema the catalogue records it in.
+      const own = (column: string, op: string): string | null => {
+        const oid = oids.get(column);
+        const hit = oid === undefined ? undefined : ownOperators.get(`${oid}\u0000${op}`);
+        if (!hit) return null;
+        functions.add(hit.fn);
+        return hit.schema;
+      };
+      sql = renderRowPredicate(p, (c) => cols.get(c), (a, t) => bindTypes.push([a, t]), own);
     } catch (err) {
       if (!(err instanceof RowPredicateTableError)) throw err;
       return refuse(unenforceable(`the row rule of ${origin} cannot apply to ${rel.schema}.${rel.name}: ${err.message}`));
     }
-    steps.push({ kind: 'need', single: [...p.attributes], list: [...p.listAttributes], bindTypes });
+    steps.push({ kind: 'need', single: [...p.attributes], list: [...p.listAttributes], bindTypes, ...(functions.size > 0 ? { functions: [...functions].sort() } : {}) });
     return sql;
   };
   /** The combined predicate SQL of a rule (terms ORed, restrictions ANDed); null after a refusal. */
@@ -519,14 +571,20 @@ export function shapeRowRules(input: Omit<RowRuleInput, 'attributes'>): RowRuleS
 /**
  * One caller's plan from a statement's shape (shapeRowRules): replays its steps with `attributes`
  * (Identity.attributes) — the first missing or unfit attribute refuses `row_rule_attribute_missing`,
- * a refusal step met first refuses as it says — and collects the settings to bind and the binding
- * key. Cheap (no parsing): this is what a cached plan costs per call.
+ * a refusal step met first refuses as it says, and so does a column type's own operator whose
+ * function `trustedFunctions` (the source's settings) does not list (row_rule_unenforceable, rt48d
+ * R8: read per call, as the source's settings change without a rescan) — and collects the settings
+ * to bind and the binding key. Cheap (no parsing): this is what a cached plan costs per call.
  */
-export function bindRowRules(shape: RowRuleShape, attributes: Record<string, unknown> | undefined): RowRuleDecision {
+export function bindRowRules(shape: RowRuleShape, attributes: Record<string, unknown> | undefined, trustedFunctions?: unknown): RowRuleDecision {
   if (shape.kind !== 'ruled') return shape;
   const settings = new Map<string, string>();
   for (const step of shape.steps) {
     if (step.kind === 'refuse') return step.decision;
+    // A column type's own operator runs its function on every row of the view (rt48d R8): only one
+    // the source trusts, as an agent's own `col = value` over that type needs (untrustedFunction).
+    const untrusted = step.functions?.find((f) => !(Array.isArray(trustedFunctions) && trustedFunctions.includes(f)));
+    if (untrusted !== undefined) return unenforceable(`a row rule compares a column with its type's own operator, whose function ${untrusted} the source's trusted_functions does not list`);
     for (const [attrs, prefix, text] of [[step.single, ATTRIBUTE_SETTING_PREFIX, attributeText], [step.list, LIST_SETTING_PREFIX, attributeListText]] as const) {
       for (const a of attrs) {
         const raw = attributes && Object.prototype.hasOwnProperty.call(attributes, a) ? attributes[a] : undefined;
@@ -649,11 +707,13 @@ export function copyForeignCodeSql(copy: string, original: string): string {
 /**
  * A SELECT of one boolean: whether row view `view` (`interlock_rows."…"`) depends on a function,
  * operator, type or collation other than its table's (`base`, `"schema"."name"`) columns' types,
- * their array types and collations, or the functions of the casts to those types. Its predicate
- * names only pg_catalog's functions and operators (pinned, not recorded) and casts to its columns'
- * types, a user type by the name format_type printed for the scan's path: made later, that name may
- * resolve to an insider's domain created since in a schema earlier on the path, whose CHECK would run
- * as the reader (red team rt48c K5). Every name pinned to pg_catalog by hand (the parse-tree test checks it).
+ * their array types and collations, the functions of the casts to those types, or those types' own
+ * comparison operators (= <> < <= > >= over two operands of one column type, in that type's schema:
+ * ownOperatorsOf, rt48d R8). Its predicate names only pg_catalog's functions and operators (pinned,
+ * not recorded), those own operators by their schema, and casts to its columns' types, a user type
+ * by the name format_type printed for the scan's path: made later, that name may resolve to an
+ * insider's domain created since in a schema earlier on the path, whose CHECK would run as the
+ * reader (red team rt48c K5). Every name pinned to pg_catalog by hand (the parse-tree test checks it).
  */
 export function rowViewForeignCodeSql(view: string, base: string): string {
   const cls = (name: string) => `'pg_catalog.${name}'::pg_catalog.regclass`;
@@ -664,7 +724,8 @@ export function rowViewForeignCodeSql(view: string, base: string): string {
     ` AND d.refclassid OPERATOR(pg_catalog.=) ANY (ARRAY[${['pg_proc', 'pg_operator', 'pg_type', 'pg_collation'].map(cls).join(', ')}]::pg_catalog.oid[])` +
     ` AND NOT (d.refclassid OPERATOR(pg_catalog.=) ${cls('pg_type')} AND d.refobjid OPERATOR(pg_catalog.=) ANY (${types}))` +
     ` AND NOT (d.refclassid OPERATOR(pg_catalog.=) ${cls('pg_collation')} AND d.refobjid OPERATOR(pg_catalog.=) ANY (ARRAY(SELECT a.attcollation FROM ${columns})))` +
-    ` AND NOT (d.refclassid OPERATOR(pg_catalog.=) ${cls('pg_proc')} AND d.refobjid OPERATOR(pg_catalog.=) ANY (ARRAY(SELECT c.castfunc FROM pg_catalog.pg_cast c WHERE c.casttarget OPERATOR(pg_catalog.=) ANY (${types})))))`
+    ` AND NOT (d.refclassid OPERATOR(pg_catalog.=) ${cls('pg_proc')} AND d.refobjid OPERATOR(pg_catalog.=) ANY (ARRAY(SELECT c.castfunc FROM pg_catalog.pg_cast c WHERE c.casttarget OPERATOR(pg_catalog.=) ANY (${types}))))` +
+    ` AND NOT (d.refclassid OPERATOR(pg_catalog.=) ${cls('pg_operator')} AND d.refobjid OPERATOR(pg_catalog.=) ANY (ARRAY(SELECT o.oid FROM pg_catalog.pg_operator o, pg_catalog.pg_type t WHERE o.oprleft OPERATOR(pg_catalog.=) ANY (ARRAY(SELECT a.atttypid FROM ${columns})) AND o.oprright OPERATOR(pg_catalog.=) o.oprleft AND t.oid OPERATOR(pg_catalog.=) o.oprleft AND o.oprnamespace OPERATOR(pg_catalog.=) t.typnamespace AND o.oprname OPERATOR(pg_catalog.=) ANY (ARRAY['=', '<>', '<', '<=', '>', '>=']::pg_catalog.name[])))))`
   );
 }
 

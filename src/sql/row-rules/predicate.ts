@@ -199,6 +199,13 @@ export function bindType(dataType: string): string | null {
 /** Where a rendered predicate gets the types of its table's columns. */
 export type ColumnTypes = (column: string) => string | undefined;
 
+/**
+ * The schema of the own operator `op` of column `column`'s type (both operands of that type, outside
+ * pg_catalog: src/pipeline/row-rules.ts takes it from the scanned catalogue, never from a search
+ * path), or null for pg_catalog's.
+ */
+export type OwnOperator = (column: string, op: string) => string | null;
+
 /** Thrown by renderRowPredicate when the table lacks a column the rule names or has an unusable type. */
 export class RowPredicateTableError extends Error {}
 
@@ -224,8 +231,16 @@ function pinnedType(type: string): string {
  * RowPredicateTableError for a column the table lacks or a column type that cannot take a bound value.
  * `onBind(attr, type)` is told the type each attribute's value is cast to (the element type for a list
  * under `ANY`), so the caller can check the value before it is bound (attributeFitsType).
+ *
+ * Operators are pg_catalog's (`OPERATOR(pg_catalog.op)`), except where `ownOperator(column, op)`
+ * names the schema of the column type's own `op` (both operands of the column's type, e.g.
+ * citext's `=` in the extension's schema, red team rt48d R8: pg_catalog's `=` compared a citext
+ * column as text, case-sensitively, and its `<>` let through rows citext's own would not): that
+ * operator is named by that schema, `OPERATOR("schema".op)`, whenever both operands are of the
+ * column's type — a bound attribute (cast to it), a string constant or NULL (of unknown type), or
+ * another column of that type.
  */
-export function renderRowPredicate(p: RowPredicate, types: ColumnTypes, onBind?: (attr: string, type: string) => void): string {
+export function renderRowPredicate(p: RowPredicate, types: ColumnTypes, onBind?: (attr: string, type: string) => void, ownOperator?: OwnOperator): string {
   const colType = (name: string): string => {
     const dt = types(name);
     if (dt === undefined) throw new RowPredicateTableError(`the table has no column ${JSON.stringify(name)} named by its row rule`);
@@ -235,6 +250,17 @@ export function renderRowPredicate(p: RowPredicate, types: ColumnTypes, onBind?:
   };
   const setting = (attr: string, type: string) => `(pg_catalog.current_setting(${stringLiteral(ATTRIBUTE_SETTING_PREFIX + attr)}, true)::${pinnedType(type)})`;
   const typeOf = (n: PredicateNode): string | null => (n.k === 'col' ? colType(n.name) : null);
+  /** `OPERATOR(…op)` for a comparison of column `col`'s values with operands of its type (null: none). */
+  const operator = (col: string | null, op: string): string => {
+    const schema = col !== null && ownOperator ? ownOperator(col, op) : null;
+    return `OPERATOR(${schema === null ? 'pg_catalog' : quoteIdent(schema)}.${op})`;
+  };
+  /** Whether `n`, compared with column `col`, is a value of col's type: an attribute (cast to it), a string or NULL constant, or a column of the same type. */
+  const ofType = (n: PredicateNode, col: string): boolean =>
+    n.k === 'attr' || (n.k === 'const' && (n.sql === 'NULL' || n.sql.startsWith("E'"))) || (n.k === 'col' && colType(n.name) === colType(col));
+  /** The column a comparison's own operator is looked up for: one side a column, the other of its type. */
+  const compared = (n: { l: PredicateNode; r: PredicateNode }): string | null =>
+    n.l.k === 'col' && ofType(n.r, n.l.name) ? n.l.name : n.r.k === 'col' && ofType(n.l, n.r.name) ? n.r.name : null;
   const r = (n: PredicateNode, ctx: string | null): string => {
     switch (n.k) {
       case 'col':
@@ -246,16 +272,17 @@ export function renderRowPredicate(p: RowPredicate, types: ColumnTypes, onBind?:
       case 'const':
         return n.sql;
       case 'cmp':
-        return `(${r(n.l, typeOf(n.r))} OPERATOR(pg_catalog.${n.op}) ${r(n.r, typeOf(n.l))})`;
+        return `(${r(n.l, typeOf(n.r))} ${operator(compared(n), n.op)} ${r(n.r, typeOf(n.l))})`;
       case 'any': {
         const t = typeOf(n.l);
         onBind?.(n.attr, t ?? 'text');
-        return `(${r(n.l, null)} OPERATOR(pg_catalog.=) ANY ((pg_catalog.current_setting(${stringLiteral(LIST_SETTING_PREFIX + n.attr)}, true)::${pinnedType(t ?? 'text')}[])))`;
+        return `(${r(n.l, null)} ${operator(n.l.k === 'col' ? n.l.name : null, '=')} ANY ((pg_catalog.current_setting(${stringLiteral(LIST_SETTING_PREFIX + n.attr)}, true)::${pinnedType(t ?? 'text')}[])))`;
       }
       case 'in': {
         const t = typeOf(n.l);
-        // Not IN (…), whose `=` would be looked up on the search path (red team rt47b J3b).
-        return `(${r(n.l, null)} OPERATOR(pg_catalog.${n.not ? '<>) ALL' : '=) ANY'} (ARRAY[${n.items.map((i) => r(i, t)).join(', ')}]${t === null ? '' : `::${pinnedType(t)}[]`}))`;
+        // Not IN (…), whose `=` would be looked up on the search path (red team rt47b J3b). The items
+        // are cast to the column's type (an array of it) only when the left side is a column.
+        return `(${r(n.l, null)} ${operator(n.l.k === 'col' ? n.l.name : null, n.not ? '<>' : '=')} ${n.not ? 'ALL' : 'ANY'} (ARRAY[${n.items.map((i) => r(i, t)).join(', ')}]${t === null ? '' : `::${pinnedType(t)}[]`}))`;
       }
       case 'bool':
         return n.op === 'NOT' ? `(NOT ${r(n.args[0], null)})` : `(${n.args.map((a) => r(a, null)).join(` ${n.op} `)})`;

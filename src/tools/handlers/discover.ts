@@ -99,7 +99,7 @@ export function rowFilterFor(deps: Pick<DiscoveryDeps, 'rowReads'>, source: Sour
     const sql = rowIdSql(r);
     const analysis = analyzeSql(sql, catalog);
     if (!analysis.ok) return { kind: 'none' };
-    const plan = planRowRules({ evaluator, sourceId: source.id, analysis, catalog, attributes: identity.attributes, sql, policyRows });
+    const plan = planRowRules({ evaluator, sourceId: source.id, analysis, catalog, attributes: identity.attributes, sql, policyRows, trustedFunctions: source.settings.trusted_functions });
     if (plan.kind === 'none') return { kind: 'all' };
     if (plan.kind === 'refused') return { kind: 'none' };
     // A row view dropped on the source (42P01; e.g. before a schema change, docs/row-rules.md) is

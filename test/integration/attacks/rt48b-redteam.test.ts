@@ -283,7 +283,9 @@ describe('B3 (low, fixed): white space PostgreSQL does not skip', () => {
 describe('B4 (low, fixed): a provisioned identity\'s name lower-cased from a non-ASCII claim', () => {
   test('preferred_username "\\u212Aate" (KELVIN SIGN, which toLowerCase() makes "k") names no identity "kate"', async () => {
     const calls: string[] = [];
-    const db = { pool: { query: async (sql: string) => (calls.push(sql), { rows: [], rowCount: 0 }) } } as unknown as ControlDb;
+    const query = async (sql: string) => (calls.push(sql), { rows: [], rowCount: 0 });
+    // connect: the claims and claim grants are written in one transaction (rt48d R4).
+    const db = { pool: { query, connect: async () => ({ query, release: () => undefined }) } } as unknown as ControlDb;
     const mappings = { get: async () => undefined, allowedPairs: async () => new Set<string>(), invalidate: () => undefined } as unknown as ClaimMappingCache;
     const store = new TokenIdentityStore(db, undefined, mappings);
     const cfg = issuerCfg({ identity_claim: 'preferred_username', unknown_subjects: 'provision' });

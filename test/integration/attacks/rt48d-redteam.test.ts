@@ -13,24 +13,34 @@
  *      claim grants not synced, so a group removed at the IdP kept its role grant until that date.
  *      Now an iat ahead of the control database's clock counts as now. Shown failing before the fix
  *      (recorded tenant stayed 'Music', grant kept).
- *  R4. low, open: two sign-ins of one subject at once: the ordered UPDATE is one statement (row lock,
- *      re-checked on the newest row), but syncClaimGrants runs after it outside that transaction, so
- *      the older token's grants may be synced last (claims of the newer, grants of the older) until
- *      the next sign-in.
- *  R5. low, open (by design): a token without iat after one with clears claims_issued_at, after which
- *      an older unexpired token's claims count again (rt48b B5 reopened for issuers mixing tokens with
- *      and without iat).
- *  R6. low, open (skipped test): the first call of a token whose group the IdP removed still runs
- *      with the claim grant it takes back, answered from the result cache (`cached: true`) when the
- *      subject's earlier token read the same statement with the same claims (the grants are synced in
- *      identityFor, the call authorised from the grant cache, refreshed by notification); the next call
- *      is refused. Reproduced twice of two with the skipped test enabled.
+ *  R4. low, fixed: two sign-ins of one subject at once: the ordered UPDATE is one statement (row lock,
+ *      re-checked on the newest row), but syncClaimGrants ran after it outside that transaction, so
+ *      the older token's grants could be synced last (claims of the newer, grants of the older) until
+ *      the next sign-in. Now the UPDATE and the sync run in one transaction (TokenIdentityStore
+ *      recordAndSync): the row lock is held until the grants are synced, so the second sign-in waits
+ *      and is decided on the first's row. Shown failing before the fix (grant of the older kept).
+ *  R5. low, fixed: a token without iat after one with cleared claims_issued_at, after which an older
+ *      unexpired token's claims (and claim grants) counted again (rt48b B5 reopened for issuers mixing
+ *      tokens with and without iat). Now a token without iat counts as issued when it is used (RFC
+ *      7519 makes iat optional, RFC 9068 requires it for JWT access tokens: its age is unknown, now is
+ *      the latest it can be; like R3's iat ahead of now). Shown failing before the fix (tenant 'Music'
+ *      and the grant back). docs/row-rules.md "Attributes at approval time".
+ *  R6. low, fixed: the first call of a token whose group the IdP removed still ran with the claim
+ *      grant it takes back, answered from the result cache (`cached: true`) when the subject's earlier
+ *      token read the same statement with the same claims (the grants were synced in identityFor, the
+ *      call authorised from the grant cache, refreshed by notification only later). Now a sync drops
+ *      the identity's cached grants before the call is authorised (DbGovernanceStore.dropGrants, wired
+ *      in src/gateway.ts). Shown failing before the fix (the Classical playlists, cached).
  *  R7. low, open: a number beyond the double's range (1e400, read as Infinity) is refused by the
  *      argument validator first, invalid_arguments "params.0 must be string,number,boolean,null", not
  *      with the hint to send it as a string (1e-400 and long decimals get the hint).
- *  R8. low, open: a rule `owner = identity.name` on a citext column compares case-sensitively in its
- *      row view ('ann' reads no row 'Ann'; citext's own = would match): fails closed. Likely the
- *      pg_catalog-qualified operator resolving to text = text (not verified).
+ *  R8. low, fixed: a rule `owner = identity.name` on a citext column compared case-sensitively in its
+ *      row view ('ann' read no row 'Ann'; `owner <> identity.name` let 'ann' read the row 'Ann'):
+ *      verified, OPERATOR(pg_catalog.=) resolved to text = text through citext's implicit cast. Now a
+ *      column type's own comparison operator (in the type's schema, from the scanned catalogue's
+ *      operatorCode, named by that schema: ownOperatorsOf) compares it, when the source's
+ *      trusted_functions lists its function (public.citext_eq, …; else row_rule_unenforceable).
+ *      Shown failing before the fix ([] for 'ann', [1, 2] for the <> rule).
  * Held: (c) a rounded number reaches PostgreSQL by no route: params items are scalars (the tool
  * schema refuses arrays and objects), /v1 and legacy /mcp/tools/call and /mcp/sse/messages parse with
  * jsonBody (parseClientJson) and pass the same params array (the record is kept on it), and a queued
@@ -45,6 +55,10 @@
 import { useTenantClaimsEnv } from '../../helpers/tenant-claims';
 import { codeOf, rowsOf, startRowFixture, type RowFixture } from '../../helpers/row-rules';
 import { callTool, type GovernedEnv } from '../../helpers/governed';
+import { TokenIdentityStore } from '../../../src/auth/token-identities';
+import { ClaimMappingCache } from '../../../src/control/claim-mappings';
+import type { ControlDb } from '../../../src/control/db';
+import type { TokenIssuer } from '../../../generated/config-v1';
 
 describe('R3: a token whose iat lies years ahead', () => {
   const started = useTenantClaimsEnv('https://gateway.rt48d.example/mcp', 'rt48d-tenant');
@@ -65,26 +79,116 @@ describe('R3: a token whose iat lies years ahead', () => {
     expect(sc(await read(await iss.mint(claims('Classical', ['writers'], now + 1)))).rows.length).toBe(1);
     const recorded = await started().env.db.pool.query('SELECT claim_attributes->>\'tenant\' AS tenant, claims_issued_at <= now() AS not_ahead FROM identity_subjects WHERE subject = $1', [sub]);
     expect(recorded.rows).toEqual([{ tenant: 'Classical', not_ahead: true }]);
-    // Out of the writers group: the claim grant is taken back (R6: that very call still ran with it).
-    await read(await iss.mint(claims('Classical', [], now + 2)));
+    // Out of the writers group: the claim grant is taken back, for that very call too (R6).
+    expect(sc(await read(await iss.mint(claims('Classical', [], now + 2))))).toMatchObject({ status: 'not_found', code: 'unknown_source' });
     expect(await grantsOf(sub)).toEqual([]);
     expect(sc(await read(await iss.mint(claims('Classical', [], now + 3))))).toMatchObject({ status: 'not_found', code: 'unknown_source' });
   });
 });
 
-describe('R6: the call that takes a claim grant back', () => {
-  const started = useTenantClaimsEnv('https://gateway.rt48d-r6.example/mcp', 'rt48d-r6');
+describe('R4, R5, R6: the claims and claim grants of one subject', () => {
+  const ROLE = 'rt48d-r6';
+  const started = useTenantClaimsEnv('https://gateway.rt48d-r6.example/mcp', ROLE);
   const sc = (r: { body: any }) => r.body.result.structuredContent;
   const read = (token: string) => callTool(started().env, 'interlock_query', { source_id: 'chinook', sql: 'SELECT playlist_id, name FROM playlist ORDER BY 1', params: [] }, token);
+  const grantsOf = async (subject: string) =>
+    (await started().env.db.pool.query('SELECT g.role_name FROM identity_subjects s JOIN grants g ON g.identity_id = s.identity_id WHERE s.subject = $1 ORDER BY 1', [subject])).rows.map((r) => r.role_name);
+  const tenantOf = async (subject: string) => (await started().env.db.pool.query("SELECT claim_attributes->>'tenant' AS tenant FROM identity_subjects WHERE subject = $1", [subject])).rows[0]?.tenant;
 
-  // Skipped: open (low). Today the last call answers the Classical playlists (cached: true).
-  test.skip('R6 (low, open): a token without the group is refused on its first call', async () => {
+  // R6 (low, fixed): the grants were synced in identityFor, but the call was authorised from the grant
+  // cache (refreshed by the grants notification, which came later) and answered from the result cache.
+  // Shown failing before the fix: the last call answered the Classical playlists (cached: true).
+  test('R6 (low, fixed): a token without the group is refused on its first call', async () => {
     const { iss } = started();
     const now = Math.floor(Date.now() / 1000);
     const claims = (tenant: string, groups: string[], iat: number) => ({ sub: 'okta|rt48d-r6', email: 'rt48d-r6@example.com', groups, tenant, iat });
     expect(sc(await read(await iss.mint(claims('Music', ['writers'], now)))).rows.length).toBe(2);
     expect(sc(await read(await iss.mint(claims('Classical', ['writers'], now + 1)))).rows.length).toBe(1);
     expect(sc(await read(await iss.mint(claims('Classical', [], now + 2))))).toMatchObject({ status: 'not_found', code: 'unknown_source' });
+  });
+
+  // R5 (low, fixed): a token without iat cleared claims_issued_at, after which an older unexpired
+  // token's claims (and claim grants) counted again. Now a token without iat counts as issued when it
+  // is used. Shown failing before the fix: the recorded tenant went back to 'Music', the grant came back.
+  test('R5 (low, fixed): after a token without iat, an older token replaces neither the claims nor the claim grants', async () => {
+    const { iss } = started();
+    const now = Math.floor(Date.now() / 1000);
+    const sub = 'okta|rt48d-r5';
+    const claims = (tenant: string, groups: string[], iat: number | undefined) => ({ sub, email: 'rt48d-r5@example.com', groups, tenant, iat });
+    const old = await iss.mint(claims('Music', ['writers'], now - 60));
+    expect(sc(await read(old)).rows.length).toBe(2);
+    expect(await grantsOf(sub)).toEqual([ROLE]);
+    // The issuer's next token carries no iat: the requester moved to Classical and out of the group.
+    const noIat = await iss.mint(claims('Classical', [], undefined));
+    expect(JSON.parse(Buffer.from(noIat.split('.')[1], 'base64url').toString()).iat).toBeUndefined();
+    expect(sc(await read(noIat))).toMatchObject({ status: 'not_found', code: 'unknown_source' });
+    expect([await tenantOf(sub), await grantsOf(sub)]).toEqual(['Classical', []]);
+    // The older token, still unexpired, once more: its own call runs with the grants held (none).
+    expect(sc(await read(old))).toMatchObject({ status: 'not_found', code: 'unknown_source' });
+    expect([await tenantOf(sub), await grantsOf(sub)]).toEqual(['Classical', []]);
+    const issued = await started().env.db.pool.query('SELECT claims_issued_at > to_timestamp($2) AS after_old FROM identity_subjects WHERE subject = $1', [sub, now - 60]);
+    expect(issued.rows).toEqual([{ after_old: true }]);
+    // A token issued after it is recorded again, though its claims and grants are the older token's (which was not recorded).
+    expect(sc(await read(await iss.mint(claims('Music', ['writers'], Math.floor(Date.now() / 1000) + 1)))).rows.length).toBe(2);
+    expect([await tenantOf(sub), await grantsOf(sub)]).toEqual(['Music', [ROLE]]);
+  });
+
+  // R4 (low, fixed): two sign-ins of one subject at once. The older token's claims were recorded
+  // first, then the newer one's, and the older token's grant sync (run after its UPDATE had committed)
+  // came last: claims of the newer token, grants of the older. The older one's sync is held here until
+  // the newer sign-in has finished or waits on the subject's row. Shown failing before the fix (the
+  // grant of the older token was kept: [ROLE] instead of []).
+  test('R4 (low, fixed): of two sign-ins at once, the grants are the newer token\'s, as the claims are', async () => {
+    const { iss, env } = started();
+    const now = Math.floor(Date.now() / 1000);
+    const sub = 'okta|rt48d-r4';
+    const claims = (tenant: string, groups: string[], iat: number) => ({ iss: iss.issuer, sub, email: 'rt48d-r4@example.com', groups, tenant, iat, exp: now + 300 });
+    // Provisioned, with the claim grant, through the gateway.
+    expect(sc(await read(await iss.mint(claims('Music', ['writers'], now - 30)))).rows.length).toBe(2);
+    expect(await grantsOf(sub)).toEqual([ROLE]);
+
+    let release!: () => void;
+    const gate = new Promise<void>((r) => (release = r));
+    let reached!: () => void;
+    const atSync = new Promise<void>((r) => (reached = r));
+    // The older token's sync (the one that gives the grant) waits for the gate.
+    const held = (sql: unknown, params: unknown) => typeof sql === 'string' && sql.includes('interlock_sync_claim_grants') && Array.isArray(params) && (params[2] as string[]).length > 0;
+    const real = env.db.pool;
+    const pool = {
+      query: async (sql: string, params?: unknown[]) => {
+        if (held(sql, params)) (reached(), await gate);
+        return real.query(sql, params);
+      },
+      connect: async () => {
+        const c = await real.connect();
+        const query = c.query.bind(c);
+        const done = c.release.bind(c);
+        Object.assign(c, {
+          query: async (sql: string, params?: unknown[]) => {
+            if (held(sql, params)) (reached(), await gate);
+            return query(sql, params);
+          },
+          release: (err?: Error) => {
+            delete (c as Partial<typeof c>).query;
+            delete (c as Partial<typeof c>).release;
+            done(err);
+          },
+        });
+        return c;
+      },
+    };
+    const cfg = { issuer: iss.issuer, jwks_uri: iss.jwksUri, unknown_subjects: 'provision', identity_claim: 'email', attribute_claims: ['tenant', 'email'], role_grants: [{ claim: 'groups', value: 'writers', role: ROLE, source: 'chinook' }] } as TokenIssuer;
+    const store = new TokenIdentityStore({ ...env.db, pool } as unknown as ControlDb, undefined, new ClaimMappingCache(env.db));
+    const older = store.identityFor(cfg, claims('Music', ['writers'], now - 10));
+    await atSync;
+    let newerDone = false;
+    const newer = store.identityFor(cfg, claims('Classical', [], now)).finally(() => (newerDone = true));
+    // Until the newer sign-in finished (before the fix) or waits for the subject's row (the fix).
+    const waiting = async () => (await real.query("SELECT count(*)::int AS n FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE 'UPDATE identity_subjects%'")).rows[0].n > 0;
+    for (let i = 0; i < 500 && !newerDone && !(await waiting()); i++) await new Promise((r) => setTimeout(r, 20));
+    release();
+    expect(['identity' in (await older), 'identity' in (await newer)]).toEqual([true, true]);
+    expect([await tenantOf(sub), await grantsOf(sub)]).toEqual(['Classical', []]);
   });
 });
 
@@ -144,6 +248,7 @@ describe('target 4: row views over columns of extension types (citext, hstore)',
     await fx.admin(`GRANT SELECT ON public.ci TO "${fx.reader}"`);
     await fx.rescan();
     fx.grant('ci', [{ name: 'ci', statements: [{ effect: 'allow', action: 'read', resource: 'public.ci', rows: 'owner = identity.name' }] }]);
+    fx.grant('not', [{ name: 'not', statements: [{ effect: 'allow', action: 'read', resource: 'public.ci', rows: 'owner <> identity.name' }] }]);
     fx.grant('hs', [{ name: 'hs', statements: [{ effect: 'allow', action: 'read', resource: 'public.ci', rows: "tags -> 'a' = identity.name" }] }]);
   }, 120_000);
   afterAll(async () => {
@@ -154,11 +259,30 @@ describe('target 4: row views over columns of extension types (citext, hstore)',
     return out.kind === 'result' ? rowsOf(out) : codeOf(out);
   };
 
-  test('held: a rule on a citext column of a table with an hstore column gets its row view (no false refusal); R8: it compares as text', async () => {
-    expect(await read('ci', 'Ann')).toEqual([{ id: 1 }]);
-    // R8 (low, open): citext's own = is not pg_catalog's: the row view's OPERATOR(pg_catalog.=) compares
-    // as text (case-sensitive), so 'ann' sees no row where the column's type would match it. Fails closed.
-    expect(await read('ci', 'ann')).toEqual([]);
+  // R8 (low, fixed): the row view compared a citext column with OPERATOR(pg_catalog.=), which resolves
+  // to text = text through citext's implicit cast: case-sensitive, so 'ann' read no row 'Ann' (closed),
+  // and `owner <> identity.name` let 'ann' read the row 'Ann' (text's <>; citext's own would not).
+  // Shown failing before the fix: [] for 'ann', [1, 2] for the <> rule. Now citext's own operators,
+  // named by the schema the catalogue records them in, when the source trusts their functions.
+  test('R8 (low, fixed): a rule on a citext column compares with citext\'s own operators, when the source trusts them', async () => {
+    const settings = fx.source.settings as Record<string, unknown>;
+    try {
+      // Their C functions run on every row of the view: refused until trusted, as an agent's own `owner = 'x'` is.
+      expect(await read('ci', 'ann')).toBe('row_rule_unenforceable');
+      settings.trusted_functions = ['public.citext_eq'];
+      expect([await read('ci', 'Ann'), await read('ci', 'ann'), await read('ci', 'BOB')]).toEqual([[{ id: 1 }], [{ id: 1 }], [{ id: 2 }]]);
+      expect(await read('not', 'ann')).toBe('row_rule_unenforceable');
+      settings.trusted_functions = ['public.citext_eq', 'public.citext_ne'];
+      expect(await read('not', 'ann')).toEqual([{ id: 2 }]);
+      // The views depend on citext's own = and <> (pg_catalog's, pinned, are not recorded).
+      const ops = await fx.admin(
+        "SELECT DISTINCT on_.nspname || '.' || o.oprname || '(' || pg_catalog.format_type(o.oprleft, NULL) || ')' AS op FROM pg_depend d JOIN pg_rewrite r ON r.oid = d.objid JOIN pg_class c ON c.oid = r.ev_class JOIN pg_namespace n ON n.oid = c.relnamespace " +
+          "JOIN pg_operator o ON d.refclassid = 'pg_operator'::regclass AND o.oid = d.refobjid JOIN pg_namespace on_ ON on_.oid = o.oprnamespace WHERE d.classid = 'pg_rewrite'::regclass AND n.nspname = 'interlock_rows' ORDER BY 1",
+      );
+      expect(ops).toEqual([{ op: 'public.<>(citext)' }, { op: 'public.=(citext)' }]);
+    } finally {
+      delete settings.trusted_functions;
+    }
   });
   test('an hstore operator in a rule is outside the rule grammar: refused', async () => {
     expect(await read('hs', '2')).toBe('row_rule_unenforceable');

@@ -5,7 +5,7 @@
  */
 import { initSqlParser } from '../../../src/sql/analyze';
 import { parseSql } from '../../../src/sql/parser';
-import { rowViewForeignCodeSql, rowViewStatements, type RowView } from '../../../src/pipeline/row-rules';
+import { ownOperatorsOf, rowViewForeignCodeSql, rowViewStatements, type RowView } from '../../../src/pipeline/row-rules';
 
 beforeAll(async () => {
   await initSqlParser();
@@ -40,5 +40,36 @@ describe('rowViewStatements', () => {
     expect(doBody(create)).toContain(`WHERE ${predicate}; IF (SELECT EXISTS (`);
     expect(create.startsWith('DO $il__$BEGIN')).toBe(true);
     expect(doBody(usage)).toContain(`TO "r$il$x"; END IF;`);
+  });
+});
+
+describe('ownOperatorsOf (red team rt48d R8)', () => {
+  // Types: 16400 ext.citext, 25 pg_catalog.text, 16500 public.tag.
+  const type = (oid: number, schema: string, name: string) => [oid, schema, name, 'b', 'S', false, 0, 0, name, name] as [number, string, string, string, string, boolean, number, number, string, string];
+  const catalog = {
+    relations: [],
+    functions: [],
+    searchPath: ['public'],
+    scannedAt: '2026-01-01T00:00:00Z',
+    truncated: false,
+    operatorResolution: { operators: [], types: [type(16400, 'ext', 'citext'), type(25, 'pg_catalog', 'text'), type(16500, 'public', 'tag')], implicitCasts: [] },
+    operatorCode: [
+      ['ext', '=', 16400, 16400, 'ext', 'citext_eq', '1:1'],
+      ['ext', '<>', 16400, 16400, 'ext', 'citext_ne', '2:1'],
+      // Another schema's operator for the type, one over two types, one not a comparison, a shell.
+      ['public', '<', 16400, 16400, 'public', 'evil_lt', '3:1'],
+      ['ext', '>', 16400, 25, 'ext', 'citext_gt_text', '4:1'],
+      ['ext', '~~', 16400, 16400, 'ext', 'citext_like', '5:1'],
+      ['public', '=', 16500, 16500, null, null, '6:1'],
+      // An insider's = for a built-in type is never one.
+      ['public', '=', 25, 25, 'public', 'evil_eq', '7:1'],
+    ] as Array<[string, string, number, number, string | null, string | null, string]>,
+  };
+  it("keeps a type's comparison operators of its own schema over two values of it, with their functions", () => {
+    expect([...ownOperatorsOf(catalog).entries()]).toEqual([
+      ['16400\u0000=', { schema: 'ext', fn: 'ext.citext_eq' }],
+      ['16400\u0000<>', { schema: 'ext', fn: 'ext.citext_ne' }],
+    ]);
+    expect(ownOperatorsOf({ ...catalog, operatorResolution: undefined }).size).toBe(0);
   });
 });

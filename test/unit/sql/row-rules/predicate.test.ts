@@ -75,6 +75,15 @@ describe('renderRowPredicate', () => {
     expect(sql).toBe("(pg_catalog.lower(\"name\") OPERATOR(pg_catalog.=) E'o''b\\\\\\\\x')");
   });
 
+  it("names a column type's own operator by its schema where both operands are of that type (rt48d R8), pg_catalog's elsewhere", () => {
+    const types = (c: string) => ({ owner: 'citext', other: 'citext', n: 'integer', t: 'text' })[c];
+    const own = (c: string, op: string) => (['owner', 'other'].includes(c) && ['=', '<>'].includes(op) ? 'ext space' : null);
+    const sql = renderRowPredicate(parseRowPredicate("owner = identity.name AND 'x' <> owner AND owner = other AND owner = ANY(identity.names) AND owner NOT IN ('a') AND owner = 5 AND owner = t AND lower(owner) = 'x' AND n = identity.n"), types, undefined, own);
+    expect(sql).toBe(
+      "((\"owner\" OPERATOR(\"ext space\".=) (pg_catalog.current_setting(E'interlock.attr.name', true)::citext)) AND (E'x' OPERATOR(\"ext space\".<>) \"owner\") AND (\"owner\" OPERATOR(\"ext space\".=) \"other\") AND (\"owner\" OPERATOR(\"ext space\".=) ANY ((pg_catalog.current_setting(E'interlock.attrs.names', true)::citext[]))) AND (\"owner\" OPERATOR(\"ext space\".<>) ALL (ARRAY[E'a']::citext[])) AND (\"owner\" OPERATOR(pg_catalog.=) 5) AND (\"owner\" OPERATOR(pg_catalog.=) \"t\") AND (pg_catalog.lower(\"owner\") OPERATOR(pg_catalog.=) E'x') AND (\"n\" OPERATOR(pg_catalog.=) (pg_catalog.current_setting(E'interlock.attr.n', true)::integer)))",
+    );
+  });
+
   it('refuses a column the table lacks and a type that cannot take a bound value', () => {
     expect(() => renderRowPredicate(parseRowPredicate('nope = 1'), lookup)).toThrow(RowPredicateTableError);
     expect(() => renderRowPredicate(parseRowPredicate('flags = identity.f'), lookup)).toThrow(/type \(bit\(3\)\)/);
