@@ -49,7 +49,9 @@ export interface QueryConnector {
    * scanned ones (src/sources/postgres/type-guard.ts). `reads`, `viewSources`, `functionReads`
    * (red team rt49 V1): and that every view and materialized view the statement goes through (nested
    * ones included) still has the scanned definition, and every stored generated column it reads its
-   * scanned expression (src/sources/postgres/view-guard.ts, rt49 V2). Null for none (nothing sent).
+   * scanned expression (src/sources/postgres/view-guard.ts, rt49 V2). `opts.relationKinds` (rt49 R1):
+   * and that every table it reads or goes through is still a table, not a view created under its
+   * name. Null for none (nothing sent).
    */
   functionGuard?(
     catalog: SourceCatalog,
@@ -64,6 +66,7 @@ export interface QueryConnector {
         }
       | undefined,
     rowShapes?: ReadonlyArray<{ schema: string; name: string }>,
+    opts?: { relationKinds?: boolean },
   ): { text: string; values: string[] } | null;
   /**
    * An approved write's guard (task hhook; src/sources/postgres/hook-guard.ts): `guard` followed by

@@ -234,10 +234,11 @@ export class PostgresSourceConnector {
    * domain constraints of the types it involves (`names.typeUses`) are the scanned ones
    * (type-guard.ts, task hcast), and the views and materialized views it goes through have the
    * scanned definitions and the stored generated columns it reads their scanned expressions
-   * (view-guard.ts, red team rt49 V1, V2); one statement, null for none.
+   * (view-guard.ts, red team rt49 V1, V2), and with `opts.relationKinds` that the tables it reads
+   * are still tables (not replaced by views of their names, rt49 R1); one statement, null for none.
    */
-  functionGuard(catalog: SourceCatalog, names: (GuardedNames & { typeUses?: TypeUses } & ViewUses) | undefined, rowShapes?: ReadonlyArray<{ schema: string; name: string }>): ReadGuard | null {
-    return withViewGuard(catalog, withShapeGuard(catalog, withTypeGuard(catalog, functionGuard(catalog, names), names?.typeUses), rowShapes), names);
+  functionGuard(catalog: SourceCatalog, names: (GuardedNames & { typeUses?: TypeUses } & ViewUses) | undefined, rowShapes?: ReadonlyArray<{ schema: string; name: string }>, opts?: { relationKinds?: boolean }): ReadGuard | null {
+    return withViewGuard(catalog, withShapeGuard(catalog, withTypeGuard(catalog, functionGuard(catalog, names), names?.typeUses), rowShapes), names, opts?.relationKinds === true);
   }
 
   /**

@@ -16,7 +16,7 @@
  * from each, every view its scanned query reads (`CatalogRelation.view.reads`, at any depth). Sent
  * with the function, type and shape guards as one more UNION ALL part of one prelude in the
  * statement's own round trip, right before it (connector.ts `functionGuard`); a statement that
- * reads no view sends nothing more. It returns no rows when every definition matches and raises
+ * reads no view and no generated column sends nothing more (but the kinds below). It returns no rows when every definition matches and raises
  * 22012 (read.ts GUARD_SQLSTATE) at the first that does not (or a view gone, or no longer a view),
  * so the statement is never executed; the read resolves with `functionsChanged`, the pipeline
  * answers `catalog_stale` and the gateway rescans. A view the snapshot holds no definition for is
@@ -28,6 +28,13 @@
  * other columns. So every generated column the statement reads (named, behind a view column it
  * uses, in a relation whose whole rows it uses or a user function's body reads) carries one more
  * part comparing `pg_get_expr` of its expression with the scanned one (`CatalogColumn.default`).
+ *
+ * And a table replaced by a view of its name and columns (DROP TABLE + CREATE VIEW, a migration's
+ * compatibility view; on PostgreSQL 15 and older also CREATE RULE "_RETURN" turning an empty table
+ * into a view in place, red team rt49 R1) is read through a query the analysis never saw: for a
+ * caller whose rules can refuse or mask something (the callers the hierarchy guard is sent for),
+ * every table, partitioned or foreign table the statement reads or goes through carries one more
+ * part comparing its `pg_class.relkind` with the scanned kind.
  *
  * What it cannot see: a definition committed between the guard's snapshot and the statement's own
  * (the same round trip, READ COMMITTED); CREATE OR REPLACE VIEW takes an ACCESS EXCLUSIVE lock,
@@ -94,6 +101,37 @@ WHERE CASE WHEN coalesce(x.e <> u.e, true) THEN 1 / (x.k * 0) = 1 ELSE false END
   return text;
 }
 
+/**
+ * The guard's SQL for `count` relations whose kind must be the scanned one (red team rt49 R1), its
+ * parameters numbered from `$offset+1`: per relation `$k+1` schema, `$k+2` name, `$k+3` the scanned
+ * `pg_class.relkind` (`r`, `p` or `f`). A relation that no longer exists does not trip it (the
+ * statement then fails as it would without the guard).
+ */
+export function kindGuardSql(count: number, offset = 0): string {
+  const key = 1_000_000_000 + count * 100_000 + offset;
+  const hit = texts.get(key);
+  if (hit) return hit;
+  const rows = Array.from({ length: count }, (_, i) => {
+    const k = offset + 3 * i;
+    return `($${k + 1}::text, $${k + 2}::text, $${k + 3}::text)`;
+  }).join(', ');
+  const text = qualifySql(`
+SELECT 1
+FROM (VALUES ${rows}) AS u(s, n, k)
+CROSS JOIN LATERAL (
+  SELECT pg_catalog.max(c.relkind::text) AS k, pg_catalog.count(c.oid) AS c
+  FROM pg_catalog.pg_class c
+  JOIN pg_catalog.pg_namespace ns ON ns.oid = c.relnamespace
+  WHERE ns.nspname = u.s AND c.relname = u.n) x
+WHERE CASE WHEN x.k <> u.k THEN 1 / (x.c * 0) = 1 ELSE false END
+`);
+  if (texts.size < 256) texts.set(key, text);
+  return text;
+}
+
+/** `pg_class.relkind` of the relation kinds a view can replace under the same name (red team rt49 R1). */
+const TABLE_KINDS: Partial<Record<CatalogRelation['kind'], string>> = { table: 'r', partitioned_table: 'p', foreign_table: 'f' };
+
 /** What of a statement's analysis names the relations and columns it reads (SqlAnalysisOk's fields of these names). */
 export interface ViewUses {
   reads?: ReadonlyArray<{ schema: string; table: string; columns?: readonly string[] }>;
@@ -102,15 +140,16 @@ export interface ViewUses {
   rowShapes?: ReadonlyArray<{ schema: string; name: string }>;
 }
 
-/** The catalogue's views, materialized views and relations with a stored generated column, by `schema.name` (made once per snapshot). */
-const defIndex = new WeakMap<SourceCatalog, Map<string, CatalogRelation>>();
+/** The catalogue's relations by `schema.name`, and whether any is a view or has a stored generated column (made once per snapshot). */
+const defIndex = new WeakMap<SourceCatalog, { all: Map<string, CatalogRelation>; defined: boolean }>();
 
-function definedOf(catalog: SourceCatalog): Map<string, CatalogRelation> {
+function indexOf(catalog: SourceCatalog): { all: Map<string, CatalogRelation>; defined: boolean } {
   let m = defIndex.get(catalog);
   if (!m) {
-    m = new Map();
+    m = { all: new Map(), defined: false };
     for (const r of catalog.relations) {
-      if (r.kind === 'view' || r.kind === 'materialized_view' || r.columns.some((c) => c.generated)) m.set(JSON.stringify([r.schema, r.name]), r);
+      m.all.set(JSON.stringify([r.schema, r.name]), r);
+      if (r.kind === 'view' || r.kind === 'materialized_view' || r.columns.some((c) => c.generated)) m.defined = true;
     }
     defIndex.set(catalog, m);
   }
@@ -130,20 +169,23 @@ const byName = <T extends { schema: string; name: string }>(a: T, b: T): number 
 /**
  * The views and materialized views of `catalog` that a statement whose analysis is `uses` goes
  * through, and the stored generated columns it reads (see the module comment), each once, sorted
- * by schema then name (then column); empty for none.
+ * by schema then name (then column); empty for none. With `kinds`, also the tables, partitioned and
+ * foreign tables it reads or goes through (`tables`, red team rt49 R1), else `tables` is empty.
  */
-export function statementDefinitions(catalog: SourceCatalog, uses: ViewUses | undefined): { views: CatalogRelation[]; generated: GeneratedUse[] } {
-  const none = { views: [], generated: [] };
+export function statementDefinitions(catalog: SourceCatalog, uses: ViewUses | undefined, kinds = false): { views: CatalogRelation[]; generated: GeneratedUse[]; tables: CatalogRelation[] } {
+  const none = { views: [], generated: [], tables: [] };
   if (!uses) return none;
-  const index = definedOf(catalog);
-  if (index.size === 0) return none;
+  const { all, defined } = indexOf(catalog);
+  if (!defined && !kinds) return none;
   const views = new Map<string, CatalogRelation>();
   const generated = new Map<string, GeneratedUse>();
+  const tables = new Map<string, CatalogRelation>();
   /** `columns`: the columns read (undefined: all of them). */
   const visit = (schema: string, name: string, columns: readonly string[] | undefined): void => {
     const key = JSON.stringify([schema, name]);
-    const r = index.get(key);
+    const r = all.get(key);
     if (!r) return;
+    if (kinds && TABLE_KINDS[r.kind] !== undefined) tables.set(key, r);
     for (const c of r.columns) {
       if (!c.generated || (columns && !columns.includes(c.name))) continue;
       const gk = JSON.stringify([schema, name, c.name]);
@@ -160,27 +202,30 @@ export function statementDefinitions(catalog: SourceCatalog, uses: ViewUses | un
   return {
     views: [...views.values()].sort(byName),
     generated: [...generated.values()].sort((a, b) => byName(a, b) || (a.column < b.column ? -1 : a.column > b.column ? 1 : 0)),
+    tables: [...tables.values()].sort(byName),
   };
 }
 
 /** Guards made per analysis and catalogue, with the guard each was made after. */
-const made = new WeakMap<object, WeakMap<SourceCatalog, { before: ReadGuard | null; guard: ReadGuard | null }>>();
+const made = new WeakMap<object, WeakMap<SourceCatalog, { before: ReadGuard | null; kinds: boolean; guard: ReadGuard | null }>>();
 
 /**
  * `before` (the function, type and shape guards, or null) followed by the definition guard of the
- * views the statement of analysis `uses` goes through and the generated columns it reads; `before`
- * alone when there are none. Frozen; memoised per `uses` object (the analysis cache hands the same one for a repeated
+ * views the statement of analysis `uses` goes through and the generated columns it reads, and with
+ * `kinds` (a caller whose rules can refuse or mask something) of the kinds of the tables it reads or
+ * goes through (red team rt49 R1: a table replaced by a view of its name); `before` alone when there
+ * are none. Frozen; memoised per `uses` object (the analysis cache hands the same one for a repeated
  * statement), catalogue and `before`.
  */
-export function withViewGuard(catalog: SourceCatalog, before: ReadGuard | null, uses: ViewUses | undefined): ReadGuard | null {
+export function withViewGuard(catalog: SourceCatalog, before: ReadGuard | null, uses: ViewUses | undefined, kinds = false): ReadGuard | null {
   if (!uses) return before;
   let byCat = made.get(uses);
   if (!byCat) made.set(uses, (byCat = new WeakMap()));
   const hit = byCat.get(catalog);
-  if (hit && hit.before === before) return hit.guard;
-  const { views, generated } = statementDefinitions(catalog, uses);
+  if (hit && hit.before === before && hit.kinds === kinds) return hit.guard;
+  const { views, generated, tables } = statementDefinitions(catalog, uses, kinds);
   let guard = before;
-  if (views.length > 0 || generated.length > 0) {
+  if (views.length > 0 || generated.length > 0 || tables.length > 0) {
     const parts = before ? [before.text] : [];
     const values = [...(before?.values ?? [])];
     if (views.length > 0) {
@@ -191,8 +236,12 @@ export function withViewGuard(catalog: SourceCatalog, before: ReadGuard | null, 
       parts.push(generatedGuardSql(generated.length, values.length));
       for (const g of generated) values.push(g.schema, g.name, g.column, g.expression);
     }
+    if (tables.length > 0) {
+      parts.push(kindGuardSql(tables.length, values.length));
+      for (const t of tables) values.push(t.schema, t.name, TABLE_KINDS[t.kind]!);
+    }
     guard = Object.freeze({ text: parts.join(' UNION ALL '), values: Object.freeze(values) as string[] });
   }
-  byCat.set(catalog, { before, guard });
+  byCat.set(catalog, { before, kinds, guard });
   return guard;
 }

@@ -29,9 +29,11 @@
  *     showed every SSN as hit titles to a caller whose role denies people.ssn. Now indexing runs
  *     the same definition guard first, in its read transaction, and fails (index left as it was)
  *     until the source is rescanned (src/discovery/indexer.ts mappedDefinitionsGuard).
- *  R1 (low, open, test.skip): PostgreSQL 15 and older turn an empty table (no index, trigger, child
- *     or row security) into a view when its owner creates an ON SELECT rule "_RETURN": scanned as a
- *     table, read as a view over the SSNs until a rescan. Needs a relkind check of every read table.
+ *  R1 (medium, fixed): a table replaced by a view of its name and columns after the scan (DROP
+ *     TABLE + CREATE VIEW, a migration's compatibility view; on PostgreSQL 15 also an empty table
+ *     turned into a view in place by CREATE RULE "_RETURN"): scanned as a table, read as a view over
+ *     the SSNs until a rescan. Now, for a caller whose rules can refuse or mask something (those the
+ *     hierarchy guard is sent for), the guard also compares each table's pg_class.relkind.
  *
  * Held (asserted below): an array of a domain over box (PostgreSQL gives the array type the
  * element's `;` typdelim, so the decoder's split is right); a domain over int8 beyond 2^53 in an
@@ -174,19 +176,24 @@ describe('a table changed under the scanned picture', () => {
     }
   });
 
-  // R1 (low, open): PostgreSQL 15 and older turn an empty table without indexes, triggers, children or
-  // row security into a view when its owner creates an ON SELECT rule named "_RETURN". The scan
-  // recorded a table (no lineage), the server runs the rule's query: the denied SSNs are served under
-  // the table's allowed column until a rescan (then the view's lineage denies them). Served now:
-  // {status: 200, rows: [{name: '123-45-6789'}, {name: '987-65-4321'}]}. Closing it needs every read
-  // table's relkind compared in the read's round trip (a guard part on every read, also of tables
-  // without views or generated columns), left for a measured change; PostgreSQL 16 refuses the rule.
-  test.skip('R1 (low, open): an empty table turned into a view after the scan (CREATE RULE "_RETURN", PostgreSQL 15 and older) is refused catalog_stale', async () => {
+  // R1 (medium, fixed): a table replaced after the scan by a view of the same name and columns (a
+  // migration's "compatibility view": DROP TABLE, then CREATE VIEW; on PostgreSQL 15 and older also an
+  // empty table turned into a view in place by an ON SELECT rule "_RETURN"). The scan recorded a table
+  // (its columns are their own values), the server ran the view's query: the denied SSNs were served
+  // under the table's allowed column until a rescan. Before the fix, both:
+  // {status: 200, rows: [{name: '123-45-6789'}, {name: '987-65-4321'}]}. Now a caller whose rules can
+  // refuse or mask something sends the tables' relkind with the definition guard.
+  test.each([
+    ['DROP TABLE, then CREATE VIEW', 'DROP TABLE staging; CREATE VIEW staging AS SELECT emp_id, ssn AS name FROM staff'],
+    ['CREATE RULE "_RETURN" (PostgreSQL 15 and older)', 'CREATE RULE "_RETURN" AS ON SELECT TO staging DO INSTEAD SELECT emp_id, ssn AS name FROM staff'],
+  ])('fixed R1 (medium): a table replaced by a view of its name after the scan (%s) is refused catalog_stale, then denied', async (_how, ddl) => {
     expect(await outcome('SELECT name FROM staging')).toEqual({ status: 200, rows: [] });
     await env.gateway.rescansIdle();
-    await admin.query('CREATE RULE "_RETURN" AS ON SELECT TO staging DO INSTEAD SELECT emp_id, ssn AS name FROM staff');
+    await admin.query(`${ddl}; GRANT SELECT ON staging TO ${reader}`);
     try {
       expect(await outcome('SELECT name FROM staging ORDER BY emp_id')).toEqual(STALE);
+      await rescan();
+      expect(await outcome('SELECT name FROM staging ORDER BY emp_id')).toEqual(DENIED);
     } finally {
       await admin.query(`DROP VIEW staging; CREATE TABLE staging (emp_id int, name text); GRANT SELECT ON staging TO ${reader}`);
       await rescan();

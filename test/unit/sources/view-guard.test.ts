@@ -1,5 +1,5 @@
 /**
- * Red team rt49 V1, V2: which views and generated columns a statement's definition guard checks
+ * Red team rt49 V1, V2, R1: which views, generated columns and table kinds a statement's definition guard checks
  * (src/sources/postgres/view-guard.ts), and the guard's parameters.
  */
 import { loadSqlQualifier } from '../../../src/sources/postgres/qualify-sql';
@@ -23,10 +23,10 @@ test('a view read through another is checked with it; a generated column only wh
   expect(d.views.map((v) => v.name)).toEqual(['staff_dir', 'staff_dir2']);
   // staff behind staff_dir is read whole by the view's query as far as the guard knows.
   expect(d.generated).toEqual([{ schema: 'public', name: 'staff', column: 'name_up', expression: 'upper(name)' }]);
-  expect(statementDefinitions(catalog, { reads: [{ schema: 'public', table: 'staff', columns: ['name'] }] })).toEqual({ views: [], generated: [] });
+  expect(statementDefinitions(catalog, { reads: [{ schema: 'public', table: 'staff', columns: ['name'] }] })).toEqual({ views: [], generated: [], tables: [] });
   expect(statementDefinitions(catalog, { reads: [{ schema: 'public', table: 'staff', columns: ['name_up'] }] }).generated).toHaveLength(1);
   expect(statementDefinitions(catalog, { reads: [], rowShapes: [{ schema: 'public', name: 'staff' }] }).generated).toHaveLength(1);
-  expect(statementDefinitions(catalog, { reads: [{ schema: 'public', table: 'plain', columns: ['a'] }] })).toEqual({ views: [], generated: [] });
+  expect(statementDefinitions(catalog, { reads: [{ schema: 'public', table: 'plain', columns: ['a'] }] })).toEqual({ views: [], generated: [], tables: [] });
 });
 
 test('the guard carries each view\'s scanned definition (the empty text for none) after the guards before it', () => {
@@ -39,4 +39,15 @@ test('the guard carries each view\'s scanned definition (the empty text for none
   // No view, no generated column: the guards before it alone.
   expect(withViewGuard(catalog, before, { reads: [{ schema: 'public', table: 'plain', columns: ['a'] }] })).toBe(before);
   expect(withViewGuard(catalog, null, { reads: [{ schema: 'public', table: 'plain', columns: ['a'] }] })).toBeNull();
+});
+
+test('R1: with kinds, every table read or behind a view read carries its scanned relkind; without, none', () => {
+  const uses = { reads: [{ schema: 'public', table: 'plain', columns: ['a'] }, { schema: 'public', table: 'staff_dir', columns: ['name'] }] };
+  expect(statementDefinitions(catalog, uses).tables).toEqual([]);
+  expect(statementDefinitions(catalog, uses, true).tables.map((t) => t.name)).toEqual(['plain', 'staff']);
+  const g = withViewGuard(catalog, null, { reads: [{ schema: 'public', table: 'plain', columns: ['a'] }] }, true)!;
+  expect(g.values).toEqual(['public', 'plain', 'r']);
+  expect(g.text).toContain('($1::pg_catalog.text, $2::pg_catalog.text, $3::pg_catalog.text)');
+  // The memo keeps the two apart.
+  expect(withViewGuard(catalog, null, { reads: [{ schema: 'public', table: 'plain', columns: ['a'] }] }, false)).toBeNull();
 });
