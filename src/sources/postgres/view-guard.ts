@@ -44,33 +44,40 @@ import type { CatalogRelation, SourceCatalog } from '../../sql/catalog-types';
 import type { ReadGuard } from './portal-read';
 import { qualifySql } from './qualify-sql';
 
-/** The guard texts per number of views, made on first use. */
-const texts = new Map<number, string>();
+/** The guard parts' texts by kind, width, count and offset, made on first use (at most 256 kept). */
+const texts = new Map<string, string>();
+
+/**
+ * One guard part: `count` rows of `width` text parameters each (numbered from `$offset+1`) as
+ * VALUES `u(columns…)`, joined to `lateral` (the server's facts, a LATERAL sub-select `x`), raising
+ * 22012 where `trips` holds (`x.k`: a count of the rows found, so the division cannot be folded).
+ */
+function partSql(columns: readonly string[], lateral: string, trips: string, count: number, offset: number): string {
+  const key = `${lateral}\u0000${count}\u0000${offset}`;
+  const hit = texts.get(key);
+  if (hit) return hit;
+  const w = columns.length;
+  const rows = Array.from({ length: count }, (_, i) => '(' + columns.map((_c, j) => `$${offset + w * i + j + 1}::text`).join(', ') + ')').join(', ');
+  const text = qualifySql(`
+SELECT 1
+FROM (VALUES ${rows}) AS u(${columns.join(', ')})
+CROSS JOIN LATERAL (${lateral}) x
+WHERE CASE WHEN ${trips} THEN 1 / (x.k * 0) = 1 ELSE false END
+`);
+  if (texts.size < 256) texts.set(key, text);
+  return text;
+}
 
 /**
  * The guard's SQL for `count` views, its parameters numbered from `$offset+1`: per view `$k+1`
  * schema, `$k+2` name, `$k+3` the scanned definition ('' for none).
  */
 export function viewGuardSql(count: number, offset = 0): string {
-  const key = count * 100_000 + offset;
-  const hit = texts.get(key);
-  if (hit) return hit;
-  const rows = Array.from({ length: count }, (_, i) => {
-    const k = offset + 3 * i;
-    return `($${k + 1}::text, $${k + 2}::text, $${k + 3}::text)`;
-  }).join(', ');
-  const text = qualifySql(`
-SELECT 1
-FROM (VALUES ${rows}) AS u(s, n, d)
-CROSS JOIN LATERAL (
+  return partSql(['s', 'n', 'd'], `
   SELECT pg_catalog.max(pg_catalog.pg_get_viewdef(c.oid)) AS d, pg_catalog.count(c.oid) AS k
   FROM pg_catalog.pg_class c
   JOIN pg_catalog.pg_namespace ns ON ns.oid = c.relnamespace
-  WHERE ns.nspname = u.s AND c.relname = u.n AND c.relkind = ANY (ARRAY['v', 'm']::"char"[])) x
-WHERE CASE WHEN coalesce(x.d <> u.d, true) THEN 1 / (x.k * 0) = 1 ELSE false END
-`);
-  if (texts.size < 256) texts.set(key, text);
-  return text;
+  WHERE ns.nspname = u.s AND c.relname = u.n AND c.relkind = ANY (ARRAY['v', 'm']::"char"[])`, 'coalesce(x.d <> u.d, true)', count, offset);
 }
 
 /**
@@ -78,27 +85,13 @@ WHERE CASE WHEN coalesce(x.d <> u.d, true) THEN 1 / (x.k * 0) = 1 ELSE false END
  * per column `$k+1` schema, `$k+2` relation, `$k+3` column name, `$k+4` the scanned expression.
  */
 export function generatedGuardSql(count: number, offset = 0): string {
-  const key = -(count * 100_000 + offset) - 1;
-  const hit = texts.get(key);
-  if (hit) return hit;
-  const rows = Array.from({ length: count }, (_, i) => {
-    const k = offset + 4 * i;
-    return `($${k + 1}::text, $${k + 2}::text, $${k + 3}::text, $${k + 4}::text)`;
-  }).join(', ');
-  const text = qualifySql(`
-SELECT 1
-FROM (VALUES ${rows}) AS u(s, n, a, e)
-CROSS JOIN LATERAL (
+  return partSql(['s', 'n', 'a', 'e'], `
   SELECT pg_catalog.max(pg_catalog.pg_get_expr(d.adbin, d.adrelid)) AS e, pg_catalog.count(a.attnum) AS k
   FROM pg_catalog.pg_class c
   JOIN pg_catalog.pg_namespace ns ON ns.oid = c.relnamespace
   JOIN pg_catalog.pg_attribute a ON a.attrelid = c.oid AND a.attname = u.a AND NOT a.attisdropped AND a.attgenerated = 's'
   JOIN pg_catalog.pg_attrdef d ON d.adrelid = c.oid AND d.adnum = a.attnum
-  WHERE ns.nspname = u.s AND c.relname = u.n) x
-WHERE CASE WHEN coalesce(x.e <> u.e, true) THEN 1 / (x.k * 0) = 1 ELSE false END
-`);
-  if (texts.size < 256) texts.set(key, text);
-  return text;
+  WHERE ns.nspname = u.s AND c.relname = u.n`, 'coalesce(x.e <> u.e, true)', count, offset);
 }
 
 /**
@@ -108,25 +101,11 @@ WHERE CASE WHEN coalesce(x.e <> u.e, true) THEN 1 / (x.k * 0) = 1 ELSE false END
  * statement then fails as it would without the guard).
  */
 export function kindGuardSql(count: number, offset = 0): string {
-  const key = 1_000_000_000 + count * 100_000 + offset;
-  const hit = texts.get(key);
-  if (hit) return hit;
-  const rows = Array.from({ length: count }, (_, i) => {
-    const k = offset + 3 * i;
-    return `($${k + 1}::text, $${k + 2}::text, $${k + 3}::text)`;
-  }).join(', ');
-  const text = qualifySql(`
-SELECT 1
-FROM (VALUES ${rows}) AS u(s, n, k)
-CROSS JOIN LATERAL (
-  SELECT pg_catalog.max(c.relkind::text) AS k, pg_catalog.count(c.oid) AS c
+  return partSql(['s', 'n', 'r'], `
+  SELECT pg_catalog.max(c.relkind::text) AS r, pg_catalog.count(c.oid) AS k
   FROM pg_catalog.pg_class c
   JOIN pg_catalog.pg_namespace ns ON ns.oid = c.relnamespace
-  WHERE ns.nspname = u.s AND c.relname = u.n) x
-WHERE CASE WHEN x.k <> u.k THEN 1 / (x.c * 0) = 1 ELSE false END
-`);
-  if (texts.size < 256) texts.set(key, text);
-  return text;
+  WHERE ns.nspname = u.s AND c.relname = u.n`, 'x.r <> u.r', count, offset);
 }
 
 /** `pg_class.relkind` of the relation kinds a view can replace under the same name (red team rt49 R1). */
