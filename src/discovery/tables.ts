@@ -155,7 +155,7 @@ export async function readDocumentTables(sourceId: string, settings: PostgresSou
     // scan must not be indexed under them.
     if (opts.guard) {
       try {
-        await client.query(opts.guard.text, opts.guard.values);
+        await client.query({ text: opts.guard.text, values: opts.guard.values, queryMode: 'extended' } as pg.QueryConfig);
       } catch (err) {
         const code = (err as { code?: string }).code;
         if (code === '22012') throw new DocumentTableError(`a mapped view or generated column of source "${sourceId}" changed since its catalogue was last scanned: scan the source (interlock source scan ${sourceId}), then index it again`);
