@@ -21,6 +21,10 @@ import { requireSource } from '../control/sources';
 import type { PostgresSourceSettings } from '../../generated/source-v1';
 import { readDocumentsFolder } from './documents';
 import { readDocumentTables } from './tables';
+import { loadCatalog } from '../control/catalog';
+import { loadSqlQualifier } from '../sources/postgres/qualify-sql';
+import type { ReadGuard } from '../sources/postgres/portal-read';
+import { withViewGuard } from '../sources/postgres/view-guard';
 import { entityKey } from './metadata';
 import type { AssetInput, FieldColumns, IndexProblem, IndexProgress, IndexResult, IndexStatus } from './types';
 import { INDEXED_FIELDS } from './types';
@@ -188,8 +192,28 @@ export async function indexSource(db: ControlDb, sourceId: string, opts: IndexOp
   const read =
     source.type === 'documents'
       ? await readDocumentsFolder(sourceId, source.settings.path, { onItem })
-      : await readDocumentTables(sourceId, source.settings as PostgresSourceSettings, { onItem });
+      : await readDocumentTables(sourceId, source.settings as PostgresSourceSettings, { onItem, guard: await mappedDefinitionsGuard(db, sourceId, source.settings as PostgresSourceSettings) });
   return indexAssets(db, sourceId, source.type, read.items, read.problems, opts);
+}
+
+/**
+ * The definition guard (src/sources/postgres/view-guard.ts) of a PostgreSQL source's mapped
+ * relations against its stored catalogue (red team rt49 V3): search takes a mapped view column's
+ * lineage, and a generated column's inputs, from the scanned definitions, so the rows indexed must
+ * come from those definitions. Null when nothing is mapped, the source was never scanned, or no
+ * mapped relation is a view or has a generated column.
+ */
+async function mappedDefinitionsGuard(db: ControlDb, sourceId: string, settings: PostgresSourceSettings): Promise<ReadGuard | null> {
+  const mappings = settings.document_tables ?? [];
+  if (mappings.length === 0) return null;
+  const catalog = await loadCatalog(db, sourceId);
+  if (!catalog) return null;
+  await loadSqlQualifier();
+  const reads = mappings.map((m) => {
+    const dot = m.table.indexOf('.');
+    return { schema: m.table.slice(0, dot), table: m.table.slice(dot + 1) };
+  });
+  return withViewGuard(catalog, null, { reads });
 }
 
 /** The index status of one source (null when it was never indexed). */

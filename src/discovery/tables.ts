@@ -12,6 +12,7 @@ import Cursor from 'pg-cursor';
 import type { DocumentTableMapping, PostgresSourceSettings } from '../../generated/source-v1';
 import { connectSourceClient } from '../control/sources';
 import { isSessionSettingsMismatch } from '../sources/postgres/pinned-client';
+import type { ReadGuard } from '../sources/postgres/portal-read';
 import { ControlError } from '../control/errors';
 import type { AssetInput, FieldColumns, IndexProblem } from './types';
 import {
@@ -123,10 +124,13 @@ export function rowToAsset(sourceId: string, m: DocumentTableMapping, row: RowSh
 
 /**
  * Reads every mapped table of a PostgreSQL source as its reader role. `onItem(count)` is called
- * every 500 rows. Returns the items and the rows skipped. Throws DocumentTableError naming the
- * table when a table cannot be read (the message carries the SQLSTATE, never credentials).
+ * every 500 rows. `guard` (view-guard.ts `withViewGuard` of the mapped relations, red team rt49 V3)
+ * runs first in the same transaction: a mapped view or generated column that is not the scanned
+ * one fails the read. Returns the items and the rows skipped. Throws DocumentTableError naming the
+ * table when a table cannot be read (the message carries the SQLSTATE, never credentials), or the
+ * source when the guard trips.
  */
-export async function readDocumentTables(sourceId: string, settings: PostgresSourceSettings, opts: { onItem?: (count: number) => void } = {}): Promise<{ items: AssetInput[]; problems: IndexProblem[] }> {
+export async function readDocumentTables(sourceId: string, settings: PostgresSourceSettings, opts: { onItem?: (count: number) => void; guard?: ReadGuard | null } = {}): Promise<{ items: AssetInput[]; problems: IndexProblem[] }> {
   const mappings = settings.document_tables ?? [];
   const items: AssetInput[] = [];
   const problems: IndexProblem[] = [];
@@ -146,6 +150,18 @@ export async function readDocumentTables(sourceId: string, settings: PostgresSou
     const timeout = settings.statement_timeout_ms ?? 15_000;
     // set_config(…, true) is SET LOCAL with a parameter: no text is built (issue 22 item 3).
     await client.query("SELECT pg_catalog.set_config('statement_timeout', $1, true)", [String(Math.max(60_000, Math.floor(timeout)))]);
+    // The mapped views and generated columns as the catalogue scanned them (red team rt49 V3): search
+    // decides a field's lineage on the scanned definitions, so rows of a view redefined since the
+    // scan must not be indexed under them.
+    if (opts.guard) {
+      try {
+        await client.query({ text: opts.guard.text, values: opts.guard.values, queryMode: 'extended' } as pg.QueryConfig);
+      } catch (err) {
+        const code = (err as { code?: string }).code;
+        if (code === '22012') throw new DocumentTableError(`a mapped view or generated column of source "${sourceId}" changed since its catalogue was last scanned: scan the source (interlock source scan ${sourceId}), then index it again`);
+        throw new DocumentTableError(`cannot check the mapped views of source "${sourceId}" as its reader${code ? ` (SQLSTATE ${code})` : ''}`);
+      }
+    }
     for (const m of mappings) {
       const cursor = client.query(new Cursor<RowShape>(documentTableSql(m), [m.max_rows ?? DEFAULT_TABLE_MAX_ROWS]));
       try {

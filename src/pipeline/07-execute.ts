@@ -46,7 +46,12 @@ export interface QueryConnector {
    * `rowShapes` (task hrt42, `SqlAnalysisOk.rowShapes`): the same guard also proves those relations'
    * columns are the scanned ones (src/sources/postgres/shape-guard.ts). `typeUses` (task hcast,
    * `SqlAnalysisOk.typeUses`): and that the casts and domain constraints of those types are the
-   * scanned ones (src/sources/postgres/type-guard.ts). Null for none (nothing sent).
+   * scanned ones (src/sources/postgres/type-guard.ts). `reads`, `viewSources`, `functionReads`
+   * (red team rt49 V1): and that every view and materialized view the statement goes through (nested
+   * ones included) still has the scanned definition, and every stored generated column it reads its
+   * scanned expression (src/sources/postgres/view-guard.ts, rt49 V2). `opts.relationKinds` (rt49 R1):
+   * and that every table it reads or goes through is still a table, not a view created under its
+   * name. Null for none (nothing sent).
    */
   functionGuard?(
     catalog: SourceCatalog,
@@ -55,9 +60,13 @@ export interface QueryConnector {
           userFunctions?: ReadonlyArray<{ schema: string; name: string }>;
           resolvedNames?: { functions: ReadonlyArray<string>; operators: ReadonlyArray<string>; qualifiedFunctions?: ReadonlyArray<{ schema: string; name: string }>; qualifiedOperators?: ReadonlyArray<{ schema: string; name: string }> };
           typeUses?: { oids: ReadonlyArray<number>; names: ReadonlyArray<{ schema: string; name: string }> };
+          reads?: ReadonlyArray<{ schema: string; table: string }>;
+          viewSources?: ReadonlyArray<{ schema: string; table: string }>;
+          functionReads?: ReadonlyArray<{ relations: ReadonlyArray<{ schema: string; table: string }> }>;
         }
       | undefined,
     rowShapes?: ReadonlyArray<{ schema: string; name: string }>,
+    opts?: { relationKinds?: boolean },
   ): { text: string; values: string[] } | null;
   /**
    * An approved write's guard (task hhook; src/sources/postgres/hook-guard.ts): `guard` followed by

@@ -313,9 +313,12 @@ function pipeline(deps: QueryPipelineDeps, now: () => Date, analyses: AnalysisCa
     // The functions and operators of every name it looks up, and the user functions it runs, must
     // still be the scanned ones (tasks hf5, hg1), and so must the columns of relations whose whole
     // rows it uses (task hrt42, rt42 G2: a column added since the scan would ride in a whole-row
-    // value): checked in the read's own round trip, right before the statement; a statement with
-    // none of these sends nothing more.
-    const fnGuard = analysis.userFunctions || analysis.resolvedNames || analysis.rowShapes || analysis.typeUses ? (connector.functionGuard?.(catalog, analysis, analysis.rowShapes) ?? null) : null;
+    // value), and so must the definitions of the views it goes through (red team rt49 V1: a view
+    // replaced since the scan would run a query the analysis never saw): checked in the read's own
+    // round trip, right before the statement; a statement with none of these sends nothing more.
+    // For a caller whose rules can refuse or mask something, the tables it reads must also still be
+    // tables (rt49 R1: a table replaced by a view of its name would be read through an unseen query).
+    const fnGuard = analysis.userFunctions || analysis.resolvedNames || analysis.rowShapes || analysis.typeUses || analysis.reads.length > 0 || analysis.functionReads ? (connector.functionGuard?.(catalog, analysis, analysis.rowShapes, { relationKinds: hierarchySensitive(evaluator, sourceId, policies, subject) }) ?? null) : null;
     for (;;) {
       const maxRows = Math.min(requested, sourceCap, restrictions.maxRows ?? Infinity);
       // Masked columns are masked in SQL, so their raw values never reach the gateway (mask-sql.ts).

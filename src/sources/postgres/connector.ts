@@ -24,6 +24,7 @@ import { SourcePools, type PoolStats } from './pools';
 import type { ReadGuard, ReadOptions, ReadResult } from './portal-read';
 import { functionGuard, type GuardedNames } from './function-guard';
 import { withShapeGuard } from './shape-guard';
+import { withViewGuard, type ViewUses } from './view-guard';
 import { type TypeUses, withTypeGuard } from './type-guard';
 import { withHookGuard, type WriteGuard } from './hook-guard';
 import { runRead, type StatementContext } from './read';
@@ -231,10 +232,13 @@ export class PostgresSourceConnector {
    * `resolvedNames`) looks up are the ones `catalog` recorded (function-guard.ts) and the relations
    * `rowShapes` still have the scanned columns (shape-guard.ts, task hrt42), and the casts and
    * domain constraints of the types it involves (`names.typeUses`) are the scanned ones
-   * (type-guard.ts, task hcast); one statement, null for none.
+   * (type-guard.ts, task hcast), and the views and materialized views it goes through have the
+   * scanned definitions and the stored generated columns it reads their scanned expressions
+   * (view-guard.ts, red team rt49 V1, V2), and with `opts.relationKinds` that the tables it reads
+   * are still tables (not replaced by views of their names, rt49 R1); one statement, null for none.
    */
-  functionGuard(catalog: SourceCatalog, names: (GuardedNames & { typeUses?: TypeUses }) | undefined, rowShapes?: ReadonlyArray<{ schema: string; name: string }>): ReadGuard | null {
-    return withShapeGuard(catalog, withTypeGuard(catalog, functionGuard(catalog, names), names?.typeUses), rowShapes);
+  functionGuard(catalog: SourceCatalog, names: (GuardedNames & { typeUses?: TypeUses } & ViewUses) | undefined, rowShapes?: ReadonlyArray<{ schema: string; name: string }>, opts?: { relationKinds?: boolean }): ReadGuard | null {
+    return withViewGuard(catalog, withShapeGuard(catalog, withTypeGuard(catalog, functionGuard(catalog, names), names?.typeUses), rowShapes), names, opts?.relationKinds === true);
   }
 
   /**

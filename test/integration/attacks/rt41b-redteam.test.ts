@@ -52,7 +52,7 @@ const deniedIn = (fn: string, table: string) => ({
   message: `The function ${fn} reads table ${table}. InterLock does not know which of its columns a function's body uses, so a call counts as reading every column of it, and a column of it is one no source role granted to this identity allows reading. ${TAIL}`,
 });
 /** The catalog_stale refusal's text (spec/errors-v1.json). */
-const STALE = 'A user function this statement runs (directly, or through an operator, a cast, an operator class, a view or a default) was created, replaced, altered or dropped on the source since its catalogue was last scanned, a relation whose whole rows it uses (a row value, its row type, or *) gained, lost or changed a column since then, or the snapshot predates facts InterLock now needs, so what the statement may read is not known; nothing was run. The gateway has started a rescan of the source: try again in a few seconds.';
+const STALE = 'A user function this statement runs (directly, or through an operator, a cast, an operator class, a view or a default) was created, replaced, altered or dropped on the source since its catalogue was last scanned, a relation whose whole rows it uses (a row value, its row type, or *) gained, lost or changed a column since then, a view it reads was redefined since then, or the snapshot predates facts InterLock now needs, so what the statement may read is not known; nothing was run. The gateway has started a rescan of the source: try again in a few seconds.';
 const opaque = (fn: string, why: string) => ({ code: 'function_not_allowed', message: `The function ${fn} ${why}, so InterLock cannot tell what it reads; it is refused unless an operator lists it in the source's trusted_functions.` });
 
 describe('user functions', () => {

@@ -13,6 +13,7 @@ import { hookGuardSql, lockSql } from '../../../src/sources/postgres/hook-guard'
 import { functionGuardSql } from '../../../src/sources/postgres/function-guard';
 import { typeGuardSql } from '../../../src/sources/postgres/type-guard';
 import { shapeGuardSql } from '../../../src/sources/postgres/shape-guard';
+import { generatedGuardSql, kindGuardSql, viewGuardSql } from '../../../src/sources/postgres/view-guard';
 import { HIERARCHY_SQL, standaloneGuardSql, standaloneProbeSql } from '../../../src/sources/postgres/hierarchy';
 import { REFERENTIAL_KEYS_SQL, VIEW_DEFINITIONS_SQL } from '../../../src/sources/postgres/referential-keys';
 import { WRITER_MISSING_SQL } from '../../../src/sources/postgres/writer-privileges';
@@ -69,6 +70,10 @@ function ownStatements(): Array<[string, string]> {
     ['type guard', typeGuardSql()],
     ['type guard (names only, offset 3)', typeGuardSql(3, { byOid: false, byName: true })],
     ['shape guard', shapeGuardSql(2, 1)],
+    // Red team rt49 V1, V2, R1: the views' definitions, the generated columns' expressions, the tables' kinds.
+    ['view guard', viewGuardSql(2, 1)],
+    ['generated column guard', generatedGuardSql(2, 7)],
+    ['relation kind guard', kindGuardSql(2, 3)],
     ['hierarchy walk', qualifySql(HIERARCHY_SQL)],
     ['hierarchy probe', qualifySql(standaloneProbeSql(2))],
     ['standalone guard', standaloneGuardSql(2)],
