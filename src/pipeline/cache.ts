@@ -58,8 +58,14 @@ export class ResultCache {
     // lru-cache reads ttl 0 as "no expiry"; for InterLock 0 means "cache disabled".
     this.enabled = opts.ttlMs > 0 && opts.maxBytes > 0;
     this.sweepEveryMs = Math.max(1, opts.ttlMs);
+    // ttlResolution 0: every staleness test reads performance.now() itself (~50 ns). lru-cache's default
+    // (1) keeps the time it read and arms a 1 ms setTimeout to forget it, which at a call rate above
+    // 1,000/s is one timer set, fired and collected per uncached read (issue 28, p49), and lets an
+    // expired entry be served while that timer is late (a busy event loop): with 0 an entry is never
+    // answered past its time to live.
     this.lru = new LRUCache<string, CachedResult>({
       ttl: Math.max(1, opts.ttlMs),
+      ttlResolution: 0,
       maxSize: Math.max(1, opts.maxBytes),
       sizeCalculation: (v) => Math.max(1, entryBytes(v)),
     });
@@ -93,8 +99,7 @@ export class ResultCache {
    * byte budget evicts it (issue 28, h28k: at a short time to live every stored read outlived a
    * young-generation collection and was promoted, then collected as old-generation garbage). What
    * get() answers is unchanged. A sweep walks every entry held; waiting for half as many stores
-   * bounds that to about two entries visited per store, even when lru-cache's clock stands still
-   * (it is refreshed by a timer, so within one synchronous burst nothing turns stale for it).
+   * bounds that to about two entries visited per store, also in a synchronous burst of stores.
    */
   set(key: string, value: CachedResult): void {
     if (!this.enabled) return;

@@ -99,3 +99,32 @@ describe('expired entries (issue 28, h28k): dropped by a later store, not held u
     expect(c.get('b')).toBe(result);
   });
 });
+
+describe('the time to live is read from the clock itself (issue 28, p49: ttlResolution 0)', () => {
+  test('stores and lookups arm no timer (lru-cache kept its clock reading with a 1 ms setTimeout per store)', () => {
+    const c = new ResultCache({ ttlMs: 1, maxBytes: 1_000_000 });
+    const spy = jest.spyOn(global, 'setTimeout');
+    try {
+      for (let i = 0; i < 20; i++) {
+        const k = c.key({ ...parts, params: [i] });
+        expect(c.get(k)).toBeUndefined();
+        c.set(k, result);
+      }
+      expect(spy).toHaveBeenCalledTimes(0);
+    } finally {
+      spy.mockRestore();
+    }
+  });
+
+  test('an entry past its time to live is not answered while the event loop is busy (no timer has refreshed a clock)', () => {
+    const c = new ResultCache({ ttlMs: 2, maxBytes: 1_000_000 });
+    const k = c.key(parts);
+    c.set(k, result);
+    expect(c.get(k)).toBe(result);
+    const until = performance.now() + 10;
+    while (performance.now() < until) {
+      // a synchronous stretch longer than the time to live: no timer runs meanwhile
+    }
+    expect(c.get(k)).toBeUndefined();
+  });
+});
