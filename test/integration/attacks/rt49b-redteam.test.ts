@@ -25,6 +25,22 @@
  *     the control database ran 10 discovery statements at once (the whole pool), the test allows 4.
  *     Left open (low): one search is not bounded in time (no statement_timeout on the control
  *     pool), so on a very large index a slot may stay held for long; it holds at most 4 of the 10.
+ *  D2 medium, fixed: the breaker counted class 53 (insufficient resources) raised by a running
+ *     statement as the source's health. A read of a partitioned table with more partitions than the
+ *     server's shared lock table holds entries for (max_locks_per_transaction × connections: a few
+ *     thousand on default settings; here a cluster with 10 and 3,000 partitions) fails with ERROR
+ *     53200 "out of shared memory", caused by the statement alone. One identity's concurrent reads of
+ *     it opened the source's circuit for everyone (each read's hierarchy probe succeeds first and
+ *     resets the count, so it needs as many reads at once as the threshold: pool_size 10 gives an
+ *     identity 5, the default threshold). Shown failing without the fix: circuit_open for the hostile
+ *     reads and for the honest `select 1`. Now class 53 counts only while connecting (53300) and as
+ *     FATAL/PANIC (src/sources/postgres/health.ts); the agent still gets the opaque failure.
+ *
+ * Held (asserted or by reading, no test added):
+ *  - a params array longer or shorter than the statement's $n (a Bind the server would refuse with
+ *    08P01, a class that counts): refused invalid_arguments before anything is sent.
+ *  - advisory locks (pg_advisory_xact_lock_shared in a loop also fills the lock table): refused by the
+ *    function policy (deny-list).
  */
 import pg from 'pg';
 import { startGovernedEnv, callTool, type GovernedEnv } from '../../helpers/governed';
@@ -36,6 +52,15 @@ import { HANDBOOK_ROLE } from '../../../src/discovery/handbook';
 import { indexGeneratedCorpus } from '../../../src/discovery/bench';
 import { DEMO_ROLE } from '../../../src/demo/provision';
 import { DISCOVERY_SEARCHES_TOTAL } from '../../../src/discovery/search-slots';
+import { startCluster, type Cluster } from '../sources/cluster';
+import { createTempDatabase, type TempDatabase } from '../../helpers/pg';
+import { openControlDb, type ControlDb } from '../../../src/control/db';
+import { DEFAULT_CONFIG, type ResolvedGatewayConfig } from '../../../src/control/config';
+import { provisionDemo } from '../../../src/demo/provision';
+import { getSource, putSource } from '../../../src/control/sources';
+import { scanSource } from '../../../src/control/scan';
+import { startGovernedGateway, type GovernedGateway } from '../../../src/gateway';
+import { createLogger } from '../../../src/observability/logger';
 
 jest.setTimeout(240_000);
 
@@ -132,5 +157,75 @@ describe('D1 (high, fixed): discovery searches kept to a share of the control po
       await sampler.catch(() => undefined);
       await watcher.end();
     }
+  });
+});
+
+describe('D2 (medium, fixed): one identity opened the source circuit with reads that fill the server lock table', () => {
+  // A source whose server's shared lock table is small for its partitions: a throwaway cluster with
+  // max_locks_per_transaction 10 (about 400 lock entries for 40 connections) and a table of 3,000
+  // partitions, so that reading the parent asks for more locks than the table holds: PostgreSQL
+  // raises ERROR 53200 "out of shared memory" (class 53). The same happens on default settings
+  // (64 per connection) with a few thousand partitions, or several such reads at once.
+  let cluster: Cluster;
+  let control: TempDatabase;
+  let db: ControlDb;
+  let gw: GovernedGateway;
+  let hostileKey: string;
+  let honest: string;
+  beforeAll(async () => {
+    cluster = await startCluster();
+    const admin = new pg.Client({ connectionString: cluster.url() });
+    await admin.connect();
+    await admin.query('ALTER SYSTEM SET max_locks_per_transaction = 10');
+    await admin.end();
+    await cluster.stop();
+    await cluster.start();
+    control = await createTempDatabase('rt49b_control');
+    const logger = createLogger('silent');
+    db = await openControlDb(control.url, { logger });
+    const demo = await provisionDemo({ adminUrl: cluster.url(), controlDb: db, databaseName: 'chinook_rt49b', rolePrefix: 'il_rt49b', sourceId: 'locks', identityName: 'rt49b-hostile', logger });
+    const owner = new pg.Client({ connectionString: cluster.url('chinook_rt49b') });
+    await owner.connect();
+    try {
+      await owner.query('CREATE TABLE big (id int, k int) PARTITION BY LIST (k)');
+      // One partition per transaction: a single transaction creating them all runs out of locks itself.
+      for (let i = 0; i < 3000; i++) await owner.query(`CREATE TABLE big_${i} PARTITION OF big FOR VALUES IN (${i})`);
+      await owner.query(`GRANT SELECT ON big TO "${demo.readerRole}"`);
+    } finally {
+      await owner.end();
+    }
+    const src = (await getSource(db, 'locks'))!;
+    // pool_size 10 (max_concurrent_per_identity then 5) and the default threshold 5; a long reset keeps an opened circuit open.
+    await putSource(db, { id: src.id, type: 'postgres', name: src.name, description: src.description, settings: { ...src.settings, pool_size: 10, breaker: { failure_threshold: 5, reset_timeout_ms: 120_000 } } });
+    await scanSource(db, 'locks');
+    await upsertRole(db, { name: 'rt49b-big', statements: [{ effect: 'allow', action: 'read', resource: 'public.big' }] });
+    await grantRole(db, { identityId: demo.identityId, roleName: 'rt49b-big', sourceId: 'locks' });
+    hostileKey = demo.apiKey;
+    const h = await createIdentity(db, 'rt49b-honest-locks');
+    await grantRole(db, { identityId: h.id, roleName: DEMO_ROLE.name, sourceId: 'locks' });
+    honest = (await createApiKey(db, h.id)).secret;
+    const config: ResolvedGatewayConfig = { ...structuredClone(DEFAULT_CONFIG as ResolvedGatewayConfig), cache: { ttl_ms: 0, max_bytes: 1024 * 1024 } };
+    gw = await startGovernedGateway({ db, config, host: '127.0.0.1', port: 0, logger: createLogger((process.env.RT_LOG as any) ?? 'silent'), catalogRescanMs: 0 });
+  }, 180_000);
+  afterAll(async () => {
+    await gw?.close(1000);
+    await db?.close();
+    await control?.drop();
+    await cluster?.destroy();
+  });
+
+  test('three rounds of five concurrent reads of the 3,000-partition parent fail (53200, opaque to the agent) without opening the circuit; the honest identity is answered', async () => {
+    const hostile: any[] = [];
+    for (let round = 0; round < 3; round++) {
+      const results = await Promise.all(Array.from({ length: 5 }, () => callTool(gw, 'interlock_query', { source_id: 'locks', sql: 'SELECT count(*) AS n FROM big' }, hostileKey)));
+      hostile.push(...results.map((r) => r.body.result.structuredContent));
+    }
+    // Before the fix: the reads' own failures (each read's hierarchy probe succeeds first and resets the
+    // count, so only concurrent reads line up five failures) opened the circuit: circuit_open for the
+    // rest, and for the honest read. Class 53 is not among the SQLSTATE classes an agent is told
+    // (spec/errors-v1.json statementSqlstates): the failure stays opaque.
+    for (const s of hostile) expect(s).toEqual({ code: 'tool_execution_failed', message: 'tool execution failed', request_id: expect.stringMatching(/^req_/) });
+    const r = await callTool(gw, 'interlock_query', { source_id: 'locks', sql: 'select 1 as one' }, honest);
+    expect(r.body.result.structuredContent).toEqual({ rows: [{ one: 1 }], row_count: 1, truncated: false, cached: false });
   });
 });
