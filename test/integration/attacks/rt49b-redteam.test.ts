@@ -36,11 +36,23 @@
  *     reads and for the honest `select 1`. Now class 53 counts only while connecting (53300) and as
  *     FATAL/PANIC (src/sources/postgres/health.ts); the agent still gets the opaque failure.
  *
+ *  D3 low, open (test.skip): the admin API (and the console's sign-in) spends no keyless budget on
+ *     a missing or unknown operator token; every well-formed one costs a control-database look-up.
+ *     6,000 from one address were all answered 401; the honest identity beside them was answered
+ *     (slower). See the skipped test for the secure outcome.
+ *
  * Held (asserted or by reading, no test added):
  *  - a params array longer or shorter than the statement's $n (a Bind the server would refuse with
  *    08P01, a class that counts): refused invalid_arguments before anything is sent.
  *  - advisory locks (pg_advisory_xact_lock_shared in a loop also fills the lock table): refused by the
  *    function policy (deny-list).
+ *  - without concurrency, one identity's reads of the many-partition table (D2) never opened the
+ *    circuit: each read's hierarchy probe succeeds before its statement and resets the count.
+ *  - audit writes: an event keeps the statement's fingerprint, not its text or parameters, so huge
+ *    parameters (up to the 1 MiB body) do not make the audit's batches larger (by reading).
+ *  - webhooks whose target hangs: each attempt has a 10 s timeout, deliveries run beside each other
+ *    and hold no control connection while they wait (src/approvals/webhooks.ts, by reading); the
+ *    events are bounded by the approval queue caps.
  */
 import pg from 'pg';
 import { startGovernedEnv, callTool, type GovernedEnv } from '../../helpers/governed';
@@ -227,5 +239,40 @@ describe('D2 (medium, fixed): one identity opened the source circuit with reads 
     for (const s of hostile) expect(s).toEqual({ code: 'tool_execution_failed', message: 'tool execution failed', request_id: expect.stringMatching(/^req_/) });
     const r = await callTool(gw, 'interlock_query', { source_id: 'locks', sql: 'select 1 as one' }, honest);
     expect(r.body.result.structuredContent).toEqual({ rows: [{ one: 1 }], row_count: 1, truncated: false, cached: false });
+  });
+});
+
+describe('D3 (low, open): the admin API has no keyless budget', () => {
+  // Open: a request to /admin/v1 whose operator token is missing or does not resolve spends nothing;
+  // each well-formed one (ilo_ and 43 base64url characters) costs a control-database look-up
+  // (resolveOperatorToken, not cached). 6,000 such requests from one address, 64 at once, were all
+  // answered 401; the honest identity's `select 1` beside them was answered every time (first call
+  // ~2 s, then ~0.2–0.3 s, against a few ms when quiet: the gateway's CPU and its control pool are
+  // shared). Agents' keys have both the address's keyless budget (client_limits.keyless) and a bound
+  // on look-ups of unknown keys (20 a second per replica); the admin API and the console's sign-in
+  // (POST /console/api/session) have neither. The secure outcome below: past the address's keyless
+  // budget, a 429 rate_limited before any look-up. Not fixed for time: the admin routes' 429 answer
+  // must also be described in spec/openapi-v1.yaml, whose responses the tests validate.
+  test.skip('past the keyless budget of its address, an admin request with an unknown operator token is refused 429 rate_limited before any look-up', async () => {
+    const origin = new URL(env.url).origin;
+    const fake = () => 'ilo_' + require('node:crypto').randomBytes(32).toString('base64url');
+    const statuses: number[] = [];
+    const bodies: any[] = [];
+    let sent = 0;
+    await Promise.all(
+      Array.from({ length: 16 }, async () => {
+        while (sent < 700) {
+          sent++;
+          const r = await fetch(`${origin}/admin/v1/whoami`, { headers: { authorization: `Bearer ${fake()}` } });
+          statuses.push(r.status);
+          const body = await r.json();
+          if (r.status === 429) bodies.push(body);
+        }
+      }),
+    );
+    // The default budget is 600 a minute per address, refilled continuously.
+    expect(statuses.filter((s) => s === 401).length).toBeLessThan(650);
+    expect(statuses.filter((s) => s === 429).length).toBeGreaterThan(0);
+    expect(bodies[0]).toEqual({ error: 'rate_limited', code: 'rate_limited', message: expect.any(String), retry_after_ms: expect.any(Number) });
   });
 });
