@@ -36,10 +36,14 @@
  *     reads and for the honest `select 1`. Now class 53 counts only while connecting (53300) and as
  *     FATAL/PANIC (src/sources/postgres/health.ts); the agent still gets the opaque failure.
  *
- *  D3 low, open (test.skip): the admin API (and the console's sign-in) spends no keyless budget on
- *     a missing or unknown operator token; every well-formed one costs a control-database look-up.
- *     6,000 from one address were all answered 401; the honest identity beside them was answered
- *     (slower). See the skipped test for the secure outcome.
+ *  D3 low, fixed: the admin API spent no keyless budget on a missing or unknown operator token, and
+ *     every well-formed one cost a control-database look-up: 6,000 from one address were all answered
+ *     401; the honest identity beside them was answered (slower). Now such a request spends the
+ *     address's keyless budget (client_limits.keyless), and once it is spent requests are refused 429
+ *     rate_limited before any look-up (src/admin/routes.ts; spec/openapi-v1.yaml AdminRateLimited),
+ *     but for a token that resolved in the last 10 minutes (an operator at work behind the same proxy).
+ *     Shown failing without the fix: 700 × 401, no 429. Left open (low): the console's sign-in
+ *     (POST /console/api/session) still looks every token up.
  *
  * Held (asserted or by reading, no test added):
  *  - a params array longer or shorter than the statement's $n (a Bind the server would refuse with
@@ -55,6 +59,8 @@
  *    events are bounded by the approval queue caps.
  */
 import pg from 'pg';
+import { randomBytes } from 'node:crypto';
+import { createOperatorToken } from '../../../src/admin/tokens';
 import { startGovernedEnv, callTool, type GovernedEnv } from '../../helpers/governed';
 import { upsertRole } from '../../../src/control/roles';
 import { grantRole } from '../../../src/control/grants';
@@ -242,37 +248,45 @@ describe('D2 (medium, fixed): one identity opened the source circuit with reads 
   });
 });
 
-describe('D3 (low, open): the admin API has no keyless budget', () => {
-  // Open: a request to /admin/v1 whose operator token is missing or does not resolve spends nothing;
-  // each well-formed one (ilo_ and 43 base64url characters) costs a control-database look-up
+describe('D3 (low, fixed): the admin API spends the keyless budget on missing and unknown operator tokens', () => {
+  // Before: a request to /admin/v1 whose operator token is missing or does not resolve spent nothing,
+  // and each well-formed one (ilo_ and 43 base64url characters) cost a control-database look-up
   // (resolveOperatorToken, not cached). 6,000 such requests from one address, 64 at once, were all
   // answered 401; the honest identity's `select 1` beside them was answered every time (first call
-  // ~2 s, then ~0.2–0.3 s, against a few ms when quiet: the gateway's CPU and its control pool are
-  // shared). Agents' keys have both the address's keyless budget (client_limits.keyless) and a bound
-  // on look-ups of unknown keys (20 a second per replica); the admin API and the console's sign-in
-  // (POST /console/api/session) have neither. The secure outcome below: past the address's keyless
-  // budget, a 429 rate_limited before any look-up. Not fixed for time: the admin routes' 429 answer
-  // must also be described in spec/openapi-v1.yaml, whose responses the tests validate.
-  test.skip('past the keyless budget of its address, an admin request with an unknown operator token is refused 429 rate_limited before any look-up', async () => {
+  // ~2 s, then ~0.2–0.3 s, against a few ms when quiet). Agents' keys had the address's keyless
+  // budget (client_limits.keyless) and a bound on look-ups of unknown keys; the admin API neither.
+  test('past the keyless budget of its address, unknown operator tokens are refused 429 rate_limited before any look-up; an operator token in use is still served', async () => {
     const origin = new URL(env.url).origin;
-    const fake = () => 'ilo_' + require('node:crypto').randomBytes(32).toString('base64url');
+    const operator = await createOperatorToken(env.db, 'rt49b-operator');
+    const whoami = (token: string) => fetch(`${origin}/admin/v1/whoami`, { headers: { authorization: `Bearer ${token}` } });
+    expect((await whoami(operator.secret)).status).toBe(200);
+    const fake = () => 'ilo_' + randomBytes(32).toString('base64url');
     const statuses: number[] = [];
-    const bodies: any[] = [];
+    const limited: Array<{ body: unknown; retryAfter: string | null }> = [];
     let sent = 0;
     await Promise.all(
       Array.from({ length: 16 }, async () => {
         while (sent < 700) {
           sent++;
-          const r = await fetch(`${origin}/admin/v1/whoami`, { headers: { authorization: `Bearer ${fake()}` } });
+          const r = await whoami(fake());
           statuses.push(r.status);
           const body = await r.json();
-          if (r.status === 429) bodies.push(body);
+          if (r.status === 429) limited.push({ body, retryAfter: r.headers.get('retry-after') });
         }
       }),
     );
-    // The default budget is 600 a minute per address, refilled continuously.
+    // The default budget: 600 a minute per address, refilled continuously. Before the fix: 700 × 401.
+    expect(statuses.filter((s) => s !== 401 && s !== 429)).toEqual([]);
+    expect(statuses.filter((s) => s === 401).length).toBeGreaterThanOrEqual(600);
     expect(statuses.filter((s) => s === 401).length).toBeLessThan(650);
-    expect(statuses.filter((s) => s === 429).length).toBeGreaterThan(0);
-    expect(bodies[0]).toEqual({ error: 'rate_limited', code: 'rate_limited', message: expect.any(String), retry_after_ms: expect.any(Number) });
+    expect(limited.length).toBeGreaterThan(0);
+    expect(limited[0].body).toEqual({ error: 'rate_limited', code: 'rate_limited', message: expect.stringMatching(/^Too many requests without a valid API key from this address; wait \d+ ms before trying again\.$/), retry_after_ms: expect.any(Number) });
+    expect(limited[0].retryAfter).toMatch(/^[0-9]+$/);
+    // While the budget is spent: no token and unknown tokens 429, the operator token in use 200.
+    expect((await fetch(`${origin}/admin/v1/whoami`)).status).toBe(429);
+    expect((await whoami(fake())).status).toBe(429);
+    const ok = await whoami(operator.secret);
+    expect(ok.status).toBe(200);
+    expect(await ok.json()).toEqual({ operator: 'rt49b-operator', tokenId: operator.tokenId });
   });
 });
