@@ -44,6 +44,10 @@
  *     but for a token that resolved in the last 10 minutes (an operator at work behind the same proxy).
  *     Shown failing without the fix: 700 × 401, no 429. Left open (low): the console's sign-in
  *     (POST /console/api/session) still looks every token up.
+ *  D4 low, fixed: a plain-HTTP `interlock serve` (no listen.tls) installed no SIGHUP handler, so
+ *     SIGHUP (systemctl reload, a log rotator's kill -HUP, a closed terminal) ended it at once by
+ *     Node's default action: no drain, no audit flush. Now SIGHUP is logged and changes nothing
+ *     without TLS (src/server.ts). Shown failing without the fix: the child ended by SIGHUP.
  *
  * Held (asserted or by reading, no test added):
  *  - a params array longer or shorter than the statement's $n (a Bind the server would refuse with
@@ -59,6 +63,10 @@
  *    events are bounded by the approval queue caps.
  */
 import pg from 'pg';
+import { spawn, type ChildProcess } from 'node:child_process';
+import { join } from 'node:path';
+import { freshControlDb } from '../control/control-db';
+import { freePort } from '../sources/cluster';
 import { randomBytes } from 'node:crypto';
 import { createOperatorToken } from '../../../src/admin/tokens';
 import { startGovernedEnv, callTool, type GovernedEnv } from '../../helpers/governed';
@@ -288,5 +296,40 @@ describe('D3 (low, fixed): the admin API spends the keyless budget on missing an
     const ok = await whoami(operator.secret);
     expect(ok.status).toBe(200);
     expect(await ok.json()).toEqual({ operator: 'rt49b-operator', tokenId: operator.tokenId });
+  });
+});
+
+describe('D4 (low, fixed): SIGHUP ended a plain-HTTP `interlock serve` at once', () => {
+  // Before: only a gateway with listen.tls handled SIGHUP (its certificate reload); without TLS
+  // Node's default action for SIGHUP ended the process at once: no drain of in-flight calls, no
+  // audit flush, every agent cut off. `systemctl reload`, log rotators (postrotate kill -HUP) and a
+  // closed terminal send it. Shown failing without the fix: the child ended by signal SIGHUP.
+  test('a plain-HTTP serve logs two SIGHUPs, keeps answering /healthz, and stops in order on SIGTERM', async () => {
+    const t = await freshControlDb('ctl_rt49b_hup');
+    const bin = join(__dirname, '..', '..', '..', 'bin', 'interlock.js');
+    const port = await freePort();
+    let stdout = '';
+    let child: ChildProcess | null = null;
+    try {
+      child = spawn(process.execPath, [bin, '--database-url', t.db.url, 'serve', '--port', String(port)], { env: { ...process.env, INTERLOCK_LOG_LEVEL: 'info' }, stdio: ['ignore', 'pipe', 'pipe'] });
+      child.stdout!.setEncoding('utf8').on('data', (c: string) => (stdout += c));
+      child.stderr!.setEncoding('utf8').on('data', (c: string) => (stdout += c));
+      const exited = new Promise<{ code: number | null; signal: string | null }>((resolve) => child!.on('exit', (code, signal) => resolve({ code, signal })));
+      await until(() => stdout.includes(`InterLock listening on http://127.0.0.1:${port}/mcp`) || child!.exitCode !== null || child!.signalCode !== null);
+      const health = async () => (await fetch(`http://127.0.0.1:${port}/healthz`).catch(() => null))?.status ?? 0;
+      expect(await health()).toBe(200);
+      child.kill('SIGHUP');
+      await until(() => stdout.includes('SIGHUP received: nothing to reload') || child!.signalCode !== null);
+      child.kill('SIGHUP');
+      await until(() => stdout.split('SIGHUP received: nothing to reload').length === 3 || child!.signalCode !== null);
+      expect(child.signalCode).toBeNull();
+      expect(await health()).toBe(200);
+      child.kill('SIGTERM');
+      expect(await exited).toEqual({ code: 0, signal: null });
+      expect(stdout).toContain('InterLock stopped.');
+    } finally {
+      if (child && child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
+      await t.cleanup();
+    }
   });
 });
