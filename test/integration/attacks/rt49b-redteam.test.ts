@@ -35,7 +35,6 @@
  *     identity 5, the default threshold). Shown failing without the fix: circuit_open for the hostile
  *     reads and for the honest `select 1`. Now class 53 counts only while connecting (53300) and as
  *     FATAL/PANIC (src/sources/postgres/health.ts); the agent still gets the opaque failure.
- *
  *  D3 low, fixed: the admin API spent no keyless budget on a missing or unknown operator token, and
  *     every well-formed one cost a control-database look-up: 6,000 from one address were all answered
  *     401; the honest identity beside them was answered (slower). Now such a request spends the
@@ -49,7 +48,7 @@
  *     Node's default action: no drain, no audit flush. Now SIGHUP is logged and changes nothing
  *     without TLS (src/server.ts). Shown failing without the fix: the child ended by SIGHUP.
  *
- * Held (asserted or by reading, no test added):
+ * Held (seen in exploration runs or by reading; no test added):
  *  - a params array longer or shorter than the statement's $n (a Bind the server would refuse with
  *    08P01, a class that counts): refused invalid_arguments before anything is sent.
  *  - advisory locks (pg_advisory_xact_lock_shared in a loop also fills the lock table): refused by the
