@@ -2510,6 +2510,16 @@ export interface components {
                 } & components["schemas"]["ErrorBody"];
             };
         };
+        /** @description The client address has spent its budget of requests without a valid key (client_limits.keyless, the same budget as requests without an agent key; red team rt49b D3); refused before the operator token is looked up. retry_after_ms and Retry-After say when to retry. */
+        AdminRateLimited: {
+            headers: {
+                "Retry-After": components["headers"]["RetryAfter"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["RateLimitedBody"];
+            };
+        };
         /** @description No console session (sign in with an operator token), or the token was not an active operator token (agent API keys cannot sign in). */
         ConsoleUnauthorized: {
             headers: {
@@ -3996,6 +4006,7 @@ export interface operations {
             };
             401: components["responses"]["AdminUnauthorized"];
             403: components["responses"]["AdminForbidden"];
+            429: components["responses"]["AdminRateLimited"];
             500: components["responses"]["AdminInternal"];
         };
     };
@@ -4021,6 +4032,7 @@ export interface operations {
             };
             401: components["responses"]["AdminUnauthorized"];
             403: components["responses"]["AdminForbidden"];
+            429: components["responses"]["AdminRateLimited"];
             500: components["responses"]["AdminInternal"];
         };
     };
@@ -4053,6 +4065,7 @@ export interface operations {
             409: components["responses"]["AdminConflict"];
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["AdminRateLimited"];
             500: components["responses"]["AdminInternal"];
             503: components["responses"]["AdminOperatorUnavailable"];
         };
@@ -4081,6 +4094,7 @@ export interface operations {
             401: components["responses"]["AdminUnauthorized"];
             403: components["responses"]["AdminForbidden"];
             404: components["responses"]["AdminNotFound"];
+            429: components["responses"]["AdminRateLimited"];
             500: components["responses"]["AdminInternal"];
         };
     };
@@ -4112,6 +4126,7 @@ export interface operations {
             409: components["responses"]["AdminConflict"];
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["AdminRateLimited"];
             500: components["responses"]["AdminInternal"];
             503: components["responses"]["AdminOperatorUnavailable"];
         };
@@ -4153,6 +4168,7 @@ export interface operations {
             409: components["responses"]["AdminConflict"];
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["AdminRateLimited"];
             500: components["responses"]["AdminInternal"];
             503: components["responses"]["AdminOperatorUnavailable"];
         };
@@ -4185,6 +4201,7 @@ export interface operations {
             409: components["responses"]["AdminConflict"];
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["AdminRateLimited"];
             500: components["responses"]["AdminInternal"];
             503: components["responses"]["AdminOperatorUnavailable"];
         };
@@ -4235,6 +4252,7 @@ export interface operations {
             409: components["responses"]["AdminConflict"];
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["AdminRateLimited"];
             500: components["responses"]["AdminInternal"];
             503: components["responses"]["AdminOperatorUnavailable"];
         };
@@ -4269,6 +4287,7 @@ export interface operations {
             401: components["responses"]["AdminUnauthorized"];
             403: components["responses"]["AdminForbidden"];
             404: components["responses"]["AdminNotFound"];
+            429: components["responses"]["AdminRateLimited"];
             500: components["responses"]["AdminInternal"];
             503: components["responses"]["AdminOperatorUnavailable"];
         };
@@ -4300,6 +4319,7 @@ export interface operations {
             401: components["responses"]["AdminUnauthorized"];
             403: components["responses"]["AdminForbidden"];
             404: components["responses"]["AdminNotFound"];
+            429: components["responses"]["AdminRateLimited"];
             500: components["responses"]["AdminInternal"];
         };
     };
@@ -4332,6 +4352,7 @@ export interface operations {
             409: components["responses"]["AdminConflict"];
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["AdminRateLimited"];
             500: components["responses"]["AdminInternal"];
             503: components["responses"]["AdminOperatorUnavailable"];
         };
@@ -4364,6 +4385,7 @@ export interface operations {
             409: components["responses"]["AdminConflict"];
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["AdminRateLimited"];
             500: components["responses"]["AdminInternal"];
             503: components["responses"]["AdminOperatorUnavailable"];
         };
@@ -4390,6 +4412,7 @@ export interface operations {
             };
             401: components["responses"]["AdminUnauthorized"];
             403: components["responses"]["AdminForbidden"];
+            429: components["responses"]["AdminRateLimited"];
             500: components["responses"]["AdminInternal"];
         };
     };
@@ -4425,6 +4448,7 @@ export interface operations {
             409: components["responses"]["AdminConflict"];
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["AdminRateLimited"];
             500: components["responses"]["AdminInternal"];
             503: components["responses"]["AdminOperatorUnavailable"];
         };
@@ -4453,6 +4477,7 @@ export interface operations {
             401: components["responses"]["AdminUnauthorized"];
             403: components["responses"]["AdminForbidden"];
             404: components["responses"]["AdminNotFound"];
+            429: components["responses"]["AdminRateLimited"];
             500: components["responses"]["AdminInternal"];
         };
     };
@@ -4485,6 +4510,7 @@ export interface operations {
             403: components["responses"]["AdminForbidden"];
             404: components["responses"]["AdminNotFound"];
             409: components["responses"]["AdminConflict"];
+            429: components["responses"]["AdminRateLimited"];
             500: components["responses"]["AdminInternal"];
             503: components["responses"]["AdminOperatorUnavailable"];
         };
@@ -4523,6 +4549,7 @@ export interface operations {
             404: components["responses"]["AdminNotFound"];
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["AdminRateLimited"];
             500: components["responses"]["AdminInternal"];
             503: components["responses"]["AdminOperatorUnavailable"];
         };
@@ -4555,6 +4582,7 @@ export interface operations {
             409: components["responses"]["AdminConflict"];
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["AdminRateLimited"];
             500: components["responses"]["AdminInternal"];
             503: components["responses"]["AdminOperatorUnavailable"];
         };
@@ -4587,6 +4615,7 @@ export interface operations {
             409: components["responses"]["AdminConflict"];
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["AdminRateLimited"];
             500: components["responses"]["AdminInternal"];
             503: components["responses"]["AdminOperatorUnavailable"];
         };
@@ -4619,6 +4648,7 @@ export interface operations {
             409: components["responses"]["AdminConflict"];
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["AdminRateLimited"];
             500: components["responses"]["AdminInternal"];
             503: components["responses"]["AdminUnavailable"];
         };
@@ -4647,6 +4677,7 @@ export interface operations {
             401: components["responses"]["AdminUnauthorized"];
             403: components["responses"]["AdminForbidden"];
             404: components["responses"]["AdminNotFound"];
+            429: components["responses"]["AdminRateLimited"];
             500: components["responses"]["AdminInternal"];
         };
     };
@@ -4687,6 +4718,7 @@ export interface operations {
             409: components["responses"]["AdminConflict"];
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["AdminRateLimited"];
             500: components["responses"]["AdminInternal"];
             503: components["responses"]["AdminOperatorUnavailable"];
         };
@@ -4711,6 +4743,7 @@ export interface operations {
             };
             401: components["responses"]["AdminUnauthorized"];
             403: components["responses"]["AdminForbidden"];
+            429: components["responses"]["AdminRateLimited"];
             500: components["responses"]["AdminInternal"];
         };
     };
@@ -4736,6 +4769,7 @@ export interface operations {
             };
             401: components["responses"]["AdminUnauthorized"];
             403: components["responses"]["AdminForbidden"];
+            429: components["responses"]["AdminRateLimited"];
             500: components["responses"]["AdminInternal"];
         };
     };
@@ -4763,6 +4797,7 @@ export interface operations {
             401: components["responses"]["AdminUnauthorized"];
             403: components["responses"]["AdminForbidden"];
             404: components["responses"]["AdminNotFound"];
+            429: components["responses"]["AdminRateLimited"];
             500: components["responses"]["AdminInternal"];
         };
     };
@@ -4810,6 +4845,7 @@ export interface operations {
             409: components["responses"]["AdminConflict"];
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["AdminRateLimited"];
             500: components["responses"]["AdminInternal"];
             503: components["responses"]["AdminOperatorUnavailable"];
         };
@@ -4842,6 +4878,7 @@ export interface operations {
             403: components["responses"]["AdminForbidden"];
             404: components["responses"]["AdminNotFound"];
             409: components["responses"]["AdminConflict"];
+            429: components["responses"]["AdminRateLimited"];
             500: components["responses"]["AdminInternal"];
             503: components["responses"]["AdminOperatorUnavailable"];
         };
@@ -4877,6 +4914,7 @@ export interface operations {
             401: components["responses"]["AdminUnauthorized"];
             403: components["responses"]["AdminForbidden"];
             404: components["responses"]["AdminNotFound"];
+            429: components["responses"]["AdminRateLimited"];
             500: components["responses"]["AdminInternal"];
         };
     };
@@ -4918,6 +4956,7 @@ export interface operations {
             409: components["responses"]["AdminConflict"];
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["AdminRateLimited"];
             500: components["responses"]["AdminInternal"];
             503: components["responses"]["AdminOperatorUnavailable"];
         };
@@ -4951,6 +4990,7 @@ export interface operations {
             401: components["responses"]["AdminUnauthorized"];
             403: components["responses"]["AdminForbidden"];
             404: components["responses"]["AdminNotFound"];
+            429: components["responses"]["AdminRateLimited"];
             500: components["responses"]["AdminInternal"];
             503: components["responses"]["AdminOperatorUnavailable"];
         };
@@ -4977,6 +5017,7 @@ export interface operations {
             };
             401: components["responses"]["AdminUnauthorized"];
             403: components["responses"]["AdminForbidden"];
+            429: components["responses"]["AdminRateLimited"];
             500: components["responses"]["AdminInternal"];
         };
     };
@@ -5014,6 +5055,7 @@ export interface operations {
             409: components["responses"]["AdminConflict"];
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["AdminRateLimited"];
             500: components["responses"]["AdminInternal"];
             503: components["responses"]["AdminOperatorUnavailable"];
         };
@@ -5042,6 +5084,7 @@ export interface operations {
             401: components["responses"]["AdminUnauthorized"];
             403: components["responses"]["AdminForbidden"];
             404: components["responses"]["AdminNotFound"];
+            429: components["responses"]["AdminRateLimited"];
             500: components["responses"]["AdminInternal"];
         };
     };
@@ -5069,6 +5112,7 @@ export interface operations {
             401: components["responses"]["AdminUnauthorized"];
             403: components["responses"]["AdminForbidden"];
             404: components["responses"]["AdminNotFound"];
+            429: components["responses"]["AdminRateLimited"];
             500: components["responses"]["AdminInternal"];
             503: components["responses"]["AdminOperatorUnavailable"];
         };
@@ -5106,6 +5150,7 @@ export interface operations {
             401: components["responses"]["AdminUnauthorized"];
             403: components["responses"]["AdminForbidden"];
             404: components["responses"]["AdminNotFound"];
+            429: components["responses"]["AdminRateLimited"];
             500: components["responses"]["AdminInternal"];
         };
     };
@@ -5133,6 +5178,7 @@ export interface operations {
             401: components["responses"]["AdminUnauthorized"];
             403: components["responses"]["AdminForbidden"];
             404: components["responses"]["AdminNotFound"];
+            429: components["responses"]["AdminRateLimited"];
             500: components["responses"]["AdminInternal"];
         };
     };
@@ -5160,6 +5206,7 @@ export interface operations {
             401: components["responses"]["AdminUnauthorized"];
             403: components["responses"]["AdminForbidden"];
             404: components["responses"]["AdminNotFound"];
+            429: components["responses"]["AdminRateLimited"];
             500: components["responses"]["AdminInternal"];
         };
     };
@@ -5195,6 +5242,7 @@ export interface operations {
             409: components["responses"]["AdminConflict"];
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["AdminRateLimited"];
             500: components["responses"]["AdminInternal"];
             503: components["responses"]["AdminDecisionUnavailable"];
         };
@@ -5231,6 +5279,7 @@ export interface operations {
             409: components["responses"]["AdminConflict"];
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["AdminRateLimited"];
             500: components["responses"]["AdminInternal"];
             503: components["responses"]["AdminDecisionUnavailable"];
         };
@@ -5263,6 +5312,7 @@ export interface operations {
             409: components["responses"]["AdminConflict"];
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["AdminRateLimited"];
             500: components["responses"]["AdminInternal"];
         };
     };
@@ -5309,6 +5359,7 @@ export interface operations {
             401: components["responses"]["AdminUnauthorized"];
             403: components["responses"]["AdminForbidden"];
             404: components["responses"]["AdminNotFound"];
+            429: components["responses"]["AdminRateLimited"];
             500: components["responses"]["AdminInternal"];
         };
     };
@@ -5338,6 +5389,7 @@ export interface operations {
             400: components["responses"]["AdminBadRequest"];
             401: components["responses"]["AdminUnauthorized"];
             403: components["responses"]["AdminForbidden"];
+            429: components["responses"]["AdminRateLimited"];
             500: components["responses"]["AdminInternal"];
         };
     };

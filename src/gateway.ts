@@ -27,6 +27,7 @@ import { queryHandler } from './pipeline/query';
 import { rowViewProvisioner } from './pipeline/row-views';
 import { ROW_VIEW_STALE_SQLSTATE } from './pipeline/row-rules';
 import { discoverHandler } from './tools/handlers/discover';
+import { DiscoverySearchSlots } from './discovery/search-slots';
 import type { RelationName } from './sql/catalog-types';
 import type { LiveRelationTree } from './sql/hierarchy';
 import { relatedDocumentsHandler } from './tools/handlers/related';
@@ -206,6 +207,8 @@ export async function startGovernedGateway(opts: GovernedGatewayOptions): Promis
     },
     // Mapped rows of ruled relations are filtered against the source through the row views (issue 27 item 3).
     rowReads: { connectors, rowViews },
+    // One set of search slots for both discovery tools: their ranking keeps to a share of the control pool (rt49b D1).
+    searchSlots: new DiscoverySearchSlots(),
   };
   const permissionLog = logThrottle(60_000);
   const goneLog = logThrottle(60_000);

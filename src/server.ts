@@ -105,6 +105,24 @@ export function bindListener(opts: ListenOptions, handler: (req: IncomingMessage
 }
 
 /** Listens on host:port (port 0 picks a free port), with the request timeouts of `opts`. Rejects when the port cannot be bound. */
+/** The SIGHUP handlers of the gateways running in this process (one process listener for all of them). */
+const hangupHandlers = new Set<() => void>();
+const onProcessHangup = (): void => {
+  for (const h of hangupHandlers) h();
+};
+
+/** Adds a gateway's SIGHUP handler; the process listener is installed with the first one. */
+function addHangupHandler(h: () => void): void {
+  if (hangupHandlers.size === 0) process.on('SIGHUP', onProcessHangup);
+  hangupHandlers.add(h);
+}
+
+/** Removes a gateway's SIGHUP handler; the process listener goes with the last one (Node's default, ending the process, applies again). */
+function removeHangupHandler(h: () => void): void {
+  hangupHandlers.delete(h);
+  if (hangupHandlers.size === 0) process.removeListener('SIGHUP', onProcessHangup);
+}
+
 export async function listenGateway(opts: GatewayAppOptions & ListenOptions): Promise<RunningGateway> {
   const gateway = createGatewayApp({ ...opts, logger: opts.logger ?? createLogger() });
   const host = opts.host ?? '127.0.0.1';
@@ -129,8 +147,14 @@ export async function listenGateway(opts: GatewayAppOptions & ListenOptions): Pr
       return false;
     }
   };
-  const onHangup = () => void reloadTls();
-  if (opts.tls) process.on('SIGHUP', onHangup);
+  // SIGHUP reloads the certificate. Without TLS it is only logged: Node's default for SIGHUP ends the
+  // process at once (no drain, no audit flush), and `systemctl reload`, log rotators and a closed
+  // terminal send it (red team rt49b D4).
+  const onHangup = () => {
+    if (opts.tls) void reloadTls();
+    else opts.logger?.info({ component: 'server' }, 'SIGHUP received: nothing to reload (listen.tls is not set); the gateway keeps serving');
+  };
+  addHangupHandler(onHangup);
   return {
     url: `${opts.tls ? 'https' : 'http'}://${shownHost}:${port}/mcp`,
     port,
@@ -139,7 +163,7 @@ export async function listenGateway(opts: GatewayAppOptions & ListenOptions): Pr
     reloadTls,
     close(deadlineMs = 10_000) {
       closing ??= (async () => {
-        process.removeListener('SIGHUP', onHangup);
+        removeHangupHandler(onHangup);
         const closed = new Promise<void>((resolve) => server.close(() => resolve()));
         server.closeIdleConnections();
         const deadline = new Promise<void>((resolve) => setTimeout(resolve, deadlineMs).unref());

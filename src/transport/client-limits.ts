@@ -138,6 +138,17 @@ export class ClientLimits {
   }
 
   /**
+   * The refusal `takeKeyless(address)` would answer now, without spending a token: null while the
+   * address has budget left. For routes that charge only requests whose key did not resolve, and
+   * must refuse before looking a key up once the budget is spent (the admin API: red team rt49b D3).
+   */
+  keylessSpent(address: string): LimitRefusal | null {
+    const { points, windowSeconds } = this.settings.keyless;
+    const r = takeToken(this.buckets.get(address), this.now(), points, windowSeconds * 1000);
+    return r.ok ? null : { ok: false, retryAfterMs: r.retryAfterMs, scope: 'keyless' };
+  }
+
+  /**
    * Opens one stream slot for `address` and, when known, `identityId`. Returns `release` (call it
    * exactly once when the stream or call ends; later calls do nothing) or the refusal.
    */

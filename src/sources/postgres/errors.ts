@@ -367,8 +367,8 @@ export function isConnectionLost(err: unknown): boolean {
  *   `source_unavailable` (status unavailable, retryable; counts). Waiting for a free pooled
  *   connection (local saturation) → `source_busy` (does not count). Anything else while
  *   connecting → opaque `execution_failed` (counts).
- * - while running: a server error that health.ts counts (08, 53, 57 but 57014, 58, F0, XX001/2,
- *   FATAL/PANIC) → opaque `execution_failed` (counts); any other server error is the statement's
+ * - while running: a server error that health.ts counts (08, 57 but 57014, 58, F0, XX001/2,
+ *   FATAL/PANIC; not 53: rt49b D2) → opaque `execution_failed` (counts); any other server error is the statement's
  *   own (syntax, permission, constraint, read-only violation, lock timeout, XX000 from argument
  *   input, …) → `execution_failed` naming only the SQLSTATE class, with `sqlState` set (does not
  *   count); the gateway's own wire-guard failure → opaque (does not count); any other non-server

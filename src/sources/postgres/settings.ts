@@ -58,7 +58,7 @@ export interface PostgresSourceSettings {
     /**
      * Consecutive source failures that open the circuit (default 5): failures to connect (refused,
      * DNS, timeout, authentication, TLS), lost connections, server-side faults (health.ts: SQLSTATE
-     * classes 08, 53 but 53400, 57 but 57014, 58, F0, XX001/XX002, FATAL/PANIC), and a server that
+     * classes 08, 57 but 57014, 58, F0, XX001/XX002, FATAL/PANIC; class 53 only while connecting), and a server that
      * does not answer at all. Not counted: the statement's own errors (XX000 from argument input
      * included), server-enforced statement timeouts, cancellations, the wire budget, local pool
      * saturation.

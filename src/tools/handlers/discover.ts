@@ -35,6 +35,7 @@ import type { SourceRecord } from '../../governance/store';
 import type { RelationName } from '../../sql/catalog-types';
 import type { LiveRelationTree } from '../../sql/hierarchy';
 import { searchAssets, tsqueryRefuses, type DiscoverFilters } from '../../discovery/search';
+import { DiscoverySearchSlots } from '../../discovery/search-slots';
 
 /** What the discovery tools need: the governance store, the shared rate limiter and the control database (the index). */
 export interface DiscoveryDeps {
@@ -52,6 +53,16 @@ export interface DiscoveryDeps {
    * interlock_query uses. Without them, the mapped relations of a caller with row rules show nothing.
    */
   rowReads?: { connectors: ConnectorProvider; rowViews: RowViewProvisioner };
+  /**
+   * The process's discovery search slots (red team rt49b D1: src/discovery/search-slots.ts), shared
+   * by interlock_discover and interlock_related_documents; without it each handler makes its own.
+   */
+  searchSlots?: DiscoverySearchSlots;
+}
+
+/** The refusal of a search that found no slot in time (concurrency_limited, status rate_limited, retryable). */
+export function searchSlotRefusal(retryAfterMs: number): ToolOutcome {
+  return { kind: 'refusal', code: 'concurrency_limited', extra: { retry_after_ms: retryAfterMs } };
 }
 
 /** Most permitted ids read per ruled mapped relation; more refuses the relation (its documents are not shown). */
@@ -237,11 +248,13 @@ const UNUSABLE_QUERY = 'The query cannot be turned into a PostgreSQL text-search
  * spec/: 10 and 50), expansions included. Refusals: unknown_source (404), source_disabled (503),
  * source_role_denied (403, no discover allow on the source), policy_denied (403), rate_limited
  * (429), row_rules_unavailable (503: a mapped relation's row rules for the caller cannot be enforced
- * now, rowRulesRefusal); invalid_arguments for an unreadable time_range, or for query text PostgreSQL cannot turn into
+ * now, rowRulesRefusal), concurrency_limited (429, retry_after_ms: no search slot freed in time,
+ * src/discovery/search-slots.ts); invalid_arguments for an unreadable time_range, or for query text PostgreSQL cannot turn into
  * a tsquery (checked only once the search failed). Other index errors → tool_execution_failed (opaque).
  */
 export function discoverHandler(deps: DiscoveryDeps): ToolHandler {
   const now = deps.now ?? (() => new Date());
+  const slots = deps.searchSlots ?? new DiscoverySearchSlots();
   return async (args, ctx) => {
     const identity = ctx.identity;
     if (!identity) return { kind: 'refusal', code: 'identity_required' };
@@ -274,14 +287,19 @@ export function discoverHandler(deps: DiscoveryDeps): ToolHandler {
 
     const limit = clampLimit(args.limit, TOOL_DEFAULTS.discover_limit, DISCOVER_MAX_LIMIT);
     const query = String(args.query);
-    let out;
-    try {
-      out = await searchAssets(deps.db.pool, scope, { query, filters: parsed.filters, limit, expandRelated: args.expand_related === true });
-    } catch (err) {
-      // Text PostgreSQL cannot turn into a tsquery is the caller's input, not a failure (issue 22 item 6).
-      if (await tsqueryRefuses(deps.db.pool, query)) return { kind: 'tool_error', code: 'invalid_arguments', message: UNUSABLE_QUERY };
-      throw err;
-    }
+    // The ranking statements hold a control-pool connection: one of a few search slots (rt49b D1).
+    const ran = await slots.run(identity.id, async () => {
+      try {
+        return await searchAssets(deps.db.pool, scope, { query, filters: parsed.filters, limit, expandRelated: args.expand_related === true });
+      } catch (err) {
+        // Text PostgreSQL cannot turn into a tsquery is the caller's input, not a failure (issue 22 item 6).
+        if (await tsqueryRefuses(deps.db.pool, query)) return null;
+        throw err;
+      }
+    }, ctx.signal);
+    if (!ran.ok) return searchSlotRefusal(ran.retryAfterMs);
+    const out = ran.value;
+    if (out === null) return { kind: 'tool_error', code: 'invalid_arguments', message: UNUSABLE_QUERY };
     audit.row_count = out.hits.length;
     return jsonResult({ hits: out.hits, truncated: out.truncated });
   };

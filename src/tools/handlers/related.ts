@@ -20,7 +20,8 @@ import { TOOL_DEFAULTS } from '../registry';
 import type { ToolHandler, ToolOutcome } from '../types';
 import { mayAct, policyRefusal, resolveScope } from '../../discovery/access';
 import { assetSource, assetVisible, relatedAssets } from '../../discovery/search';
-import { auditDetails, clampLimit, jsonResult, RELATED_MAX_LIMIT, liveTreesFor, rowFilterFor, rowRulesRefusal, type DiscoveryDeps } from './discover';
+import { auditDetails, clampLimit, jsonResult, RELATED_MAX_LIMIT, liveTreesFor, rowFilterFor, rowRulesRefusal, searchSlotRefusal, type DiscoveryDeps } from './discover';
+import { DiscoverySearchSlots } from '../../discovery/search-slots';
 
 /** The one answer for an asset that is missing or not visible to the caller. */
 export function unknownAsset(): ToolOutcome {
@@ -33,10 +34,12 @@ export function unknownAsset(): ToolOutcome {
  * maximum from spec/: 10 and 50). Refusals: unknown_asset (404; also for any asset the caller
  * may not see), source_disabled (503), policy_denied (403), rate_limited (429), row_rules_unavailable
  * (503: a mapped relation's row rules for the caller cannot be enforced now; rowRulesRefusal; only for
- * an asset the caller may see, so it is no existence hint).
+ * an asset the caller may see, so it is no existence hint); concurrency_limited (429, retry_after_ms)
+ * when no search slot freed in time (src/discovery/search-slots.ts).
  */
 export function relatedDocumentsHandler(deps: DiscoveryDeps): ToolHandler {
   const now = deps.now ?? (() => new Date());
+  const slots = deps.searchSlots ?? new DiscoverySearchSlots();
   return async (args, ctx) => {
     const identity = ctx.identity;
     if (!identity) return { kind: 'refusal', code: 'identity_required' };
@@ -84,7 +87,10 @@ export function relatedDocumentsHandler(deps: DiscoveryDeps): ToolHandler {
     if (limited) return limited;
 
     const limit = clampLimit(args.limit, TOOL_DEFAULTS.related_limit, RELATED_MAX_LIMIT);
-    const related = await relatedAssets(deps.db.pool, scope, assetId, limit);
+    // The similarity ranking holds a control-pool connection: one of a few search slots (rt49b D1).
+    const ran = await slots.run(identity.id, () => relatedAssets(deps.db.pool, scope, assetId, limit), ctx.signal);
+    if (!ran.ok) return searchSlotRefusal(ran.retryAfterMs);
+    const related = ran.value;
     audit.row_count = related.length;
     return jsonResult({ asset_id: assetId, source_id: sourceId, related });
   };

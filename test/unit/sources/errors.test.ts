@@ -86,9 +86,14 @@ describe('classifyFailure', () => {
     expect(e.message).toBe(`tool execution failed: the statement failed (${cls})`);
   });
 
-  test.each(['08006', '53300', '57P01', '57P02', '57P03', '58030', 'XX001', 'XX002', 'F0000', '28P01', '3D000'])('source-class server error %s while running counts and is opaque', (code) => {
+  test.each(['08006', '57P01', '57P02', '57P03', '58030', 'XX001', 'XX002', 'F0000', '28P01', '3D000'])('source-class server error %s while running counts and is opaque', (code) => {
     const e = classifyFailure(serverError(code, 'server at db1.internal:5432 said no'), QUERY);
     expect(e).toMatchObject({ code: 'execution_failed', sourceFailure: true, sqlState: code, message: 'tool execution failed' });
+  });
+
+  test.each(['53000', '53100', '53200', '53300', '53400'])('class 53 raised by a running statement (ERROR) %s does not count (red team rt49b D2: a read of thousands of partitions fills the lock table, 53200)', (code) => {
+    const e = classifyFailure(serverError(code, 'out of shared memory'), QUERY);
+    expect(e).toMatchObject({ code: 'execution_failed', sourceFailure: false, sqlState: code });
   });
 
   test('a FATAL of any class counts; any server error while connecting counts', () => {

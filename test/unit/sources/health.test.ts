@@ -10,10 +10,6 @@ describe('serverErrorCountsAgainstSource', () => {
     ['08003', 'connection_does_not_exist'],
     ['08006', 'connection_failure'],
     ['08P01', 'protocol_violation'],
-    ['53000', 'insufficient_resources'],
-    ['53100', 'disk_full'],
-    ['53200', 'out_of_memory'],
-    ['53300', 'too_many_connections'],
     ['57000', 'operator_intervention'],
     ['57P01', 'admin_shutdown'],
     ['57P02', 'crash_shutdown'],
@@ -50,6 +46,9 @@ describe('serverErrorCountsAgainstSource', () => {
     ['55P03', 'lock_not_available'],
     ['57014', 'query_canceled'],
     ['53400', 'configuration_limit_exceeded (temp_file_limit)'],
+    ['53000', 'insufficient_resources (rt49b D2: a running statement\'s)'],
+    ['53100', 'disk_full (a statement\'s temporary files)'],
+    ['53200', 'out_of_memory ("out of shared memory": a read of thousands of partitions fills the lock table)'],
     ['23505', 'unique_violation'],
     ['21000', 'cardinality_violation'],
   ])('%s (%s) is the statement\'s own and does not count', (code) => {
@@ -61,6 +60,8 @@ describe('serverErrorCountsAgainstSource', () => {
     expect(serverErrorCountsAgainstSource('22P02', 'PANIC')).toBe(true);
     expect(serverErrorCountsAgainstSource('57p01')).toBe(true);
     expect(serverErrorCountsAgainstSource('xx000')).toBe(false);
+    // Class 53 counts as FATAL (53300 too_many_connections is raised so, while connecting).
+    expect(serverErrorCountsAgainstSource('53300', 'FATAL')).toBe(true);
   });
 
   test('the gateway\'s own wire errors are recognised by code only', () => {
