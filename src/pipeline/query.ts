@@ -28,7 +28,7 @@ import { statementAuditFacts } from './audit-facts';
 import { hitOutcome, type ResultCache } from './cache';
 import type { Policy } from '../../generated/policy-v1';
 import { rowsText } from './rows-json';
-import { inexactJsonNumber } from './json-numbers';
+import { inexactJsonNumber, inexactParamMessage } from './json-numbers';
 import { AnalysisCache, contentFingerprint, evaluatorFor, hasTimeWindows, type CachedAnalysis, type CachedPolicy } from './analysis-cache';
 import { bindRowRules, hasAnyRowRules, shapeRowRules, type RowRulePlan, type RowRuleShape } from './row-rules';
 import { policyRowRestrictions } from '../governance/policies';
@@ -190,7 +190,7 @@ function pipeline(deps: QueryPipelineDeps, now: () => Date, analyses: AnalysisCa
     // P1, task low48). Such values must come as strings, which PostgreSQL reads exactly.
     const inexact = params.findIndex((p, i) => typeof p === 'number' && (!Number.isFinite(p) || (Number.isInteger(p) && !Number.isSafeInteger(p)) || inexactJsonNumber(params, i)));
     if (inexact >= 0) {
-      return { kind: 'tool_error', code: 'invalid_arguments', message: INEXACT_PARAM_MESSAGE(inexact) };
+      return { kind: 'tool_error', code: 'invalid_arguments', message: inexactParamMessage(inexact) };
     }
     const untrusted = untrustedFunction(analysis, source.settings.trusted_functions);
     if (untrusted) return untrusted;
@@ -453,14 +453,6 @@ export function cacheKey(cache: ResultCache, parts: { sourceId: string; sql: str
 
 /** A read refused because a user function it runs, or the reader's lookup path, changed since the scan (tasks hf5, flake47; spec/errors-v1.json `catalog_stale`). */
 const CATALOG_STALE: ToolOutcome = { kind: 'refusal', code: 'catalog_stale' };
-
-/**
- * What an agent is told of params[i] when it is a number JSON cannot carry exactly (an integer beyond
- * ±(2^53−1), a decimal with more significant digits than a double keeps, a number out of its range):
- * `invalid_arguments` (spec/errors-v1.json toolErrors; docs/values.md "Parameters").
- */
-const INEXACT_PARAM_MESSAGE = (i: number): string =>
-  `params[${i}] is a number JSON cannot carry exactly (an integer beyond ±(2^53−1), or more significant digits than a double keeps, about 15): it would reach PostgreSQL rounded. Send it as a string, e.g. "9007199254740993" or "12345678901234567890.123", which PostgreSQL reads exactly.`;
 
 /** The row-rule shape of every statement of a caller without row rules on the source. */
 const NO_ROW_RULES: RowRuleShape = { kind: 'none' };

@@ -6,6 +6,7 @@
 import catalogue from '../../generated/tool-catalogue.json';
 import * as validators from '../../generated/validators';
 import type { ToolBinding, ToolHandler } from './types';
+import { inexactParamMessage } from '../pipeline/json-numbers';
 
 /** Handlers by canonical tool name (interlock_*); aliases reuse their successor's handler. */
 export type ToolHandlers = Partial<Record<string, ToolHandler>>;
@@ -62,7 +63,9 @@ const NOT_A_SOURCE_ID = 'source ids are lower case (letters, digits, _ and -); c
  * outside an enum names the schema's allowed values (`source_types.0 must be one of: "postgres", …`);
  * a `source_id` failing its pattern says what ids look like and that interlock_list_sources lists
  * them (NOT_A_SOURCE_ID), quoting the value (up to 64 characters) when `args`, the validated
- * arguments, are given.
+ * arguments, are given; a `params` item that is a number the schema refuses (JSON's 1e400, read as
+ * ±Infinity) gets interlock_query's hint to send it as a string (`inexactParamMessage`, red team
+ * rt48d R7), as a rounded number does.
  */
 export function describeValidationErrors(errors: Array<{ instancePath?: string; message?: string; keyword?: string; params?: Record<string, unknown> }> | null | undefined, args?: unknown): string {
   if (!errors || errors.length === 0) return 'arguments do not match the input schema';
@@ -75,6 +78,11 @@ export function describeValidationErrors(errors: Array<{ instancePath?: string; 
         const given = (args as { source_id?: unknown } | null | undefined)?.source_id;
         // Quoted when short (an id is at most 63 characters): a long value is not echoed back.
         return `source_id ${typeof given === 'string' && given.length <= 64 ? `${JSON.stringify(given)} ` : ''}is not a source id: ${NOT_A_SOURCE_ID}`;
+      }
+      if (e.keyword === 'type' && /^\/params\/\d+$/.test(e.instancePath ?? '')) {
+        const i = Number(e.instancePath!.slice('/params/'.length));
+        const params = (args as { params?: unknown } | null | undefined)?.params;
+        if (Array.isArray(params) && typeof params[i] === 'number') return inexactParamMessage(i);
       }
       // The schema's own list (trial nu40): "must be one of: get_document", not a bare "allowed values".
       if (e.keyword === 'enum' && Array.isArray(e.params?.allowedValues)) return `${at} must be one of: ${allowedList(e.params.allowedValues)}`;

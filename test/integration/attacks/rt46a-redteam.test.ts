@@ -300,9 +300,10 @@ describe('P1: a number parameter JSON cannot hold exactly', () => {
       expect(r.sc.message).toContain('as a string');
     },
   );
-  test('a number beyond the double range (1e400, read as Infinity) is refused invalid_arguments by the schema', async () => {
+  test('a number beyond the double range (1e400, read as Infinity) is refused invalid_arguments by the schema, with the same hint (rt48d R7)', async () => {
     const r = await rawQuery(NUMERIC_READ.replace('%', '1e400'));
     expect({ kind: r.kind, status: r.status, code: r.code }).toEqual({ kind: 'invalid', status: 200, code: 'invalid_arguments' });
+    expect(r.sc.message).toMatch(/^params\[0\] is a number JSON cannot carry exactly/);
   });
   test('numbers a double carries exactly still run as numbers, whatever their spelling; the same digits as a string are exact', async () => {
     for (const [lit, v] of [['0.5', '0.5'], ['1.50', '1.5'], ['1.000000000000000000', '1'], ['1.5e3', '1500'], ['-12.25e-2', '-0.1225'], ['9007199254740991', '9007199254740991']]) {

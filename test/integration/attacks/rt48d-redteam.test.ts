@@ -5,8 +5,11 @@
  *
  * Findings (severity, state):
  *  R1. high, fixed (unit test): a quadratic regex in parseClientJson, pre-auth on POST /mcp.
- *  R2. medium, open (unit test header, bench/rt48d-json-numbers-cost.ts): ~34× JSON.parse on a body
- *      of many numbers JSON rounds.
+ *  R2. medium, fixed (task r2; unit test, bench/rt48d-json-numbers-cost.ts, bench/RESULTS.md): ~34×
+ *      JSON.parse on a body of many numbers JSON rounds. parseClientJson no longer parses such a body a
+ *      second time through a reviver: one JSON.parse, then one walk of the text beside the parsed value
+ *      that judges most literals by their digits alone and records only the first rounded element of
+ *      each interlock_query params array (the call is refused there): ~2× JSON.parse per MiB.
  *  R3. medium, fixed: jose checks a token's iat only for its type, so a token an IdP signed with iat
  *      years ahead (a clock fault, or an IdP that lets a client pick it) became the subject's
  *      claims_issued_at: every later token (iat now) was "older", its claims not recorded and its
@@ -31,9 +34,11 @@
  *      call authorised from the grant cache, refreshed by notification only later). Now a sync drops
  *      the identity's cached grants before the call is authorised (DbGovernanceStore.dropGrants, wired
  *      in src/gateway.ts). Shown failing before the fix (the Classical playlists, cached).
- *  R7. low, open: a number beyond the double's range (1e400, read as Infinity) is refused by the
- *      argument validator first, invalid_arguments "params.0 must be string,number,boolean,null", not
- *      with the hint to send it as a string (1e-400 and long decimals get the hint).
+ *  R7. low, fixed (task r2): a number beyond the double's range (1e400, read as Infinity) was refused
+ *      by the argument validator first, invalid_arguments "params.0 must be string,number,boolean,null",
+ *      not with the hint to send it as a string (1e-400 and long decimals get the hint). The validator's
+ *      message for a params item that is a number now is that hint (src/tools/registry.ts
+ *      describeValidationErrors), on every route (test below).
  *  R8. low, fixed: a rule `owner = identity.name` on a citext column compared case-sensitively in its
  *      row view ('ann' read no row 'Ann'; `owner <> identity.name` let 'ann' read the row 'Ann'):
  *      verified, OPERATOR(pg_catalog.=) resolved to text = text through citext's implicit cast. Now a
@@ -218,10 +223,9 @@ describe('held (c), (d): a number JSON rounds reaches PostgreSQL by no agent rou
     return { status: r.status, sc: r.body };
   }
 
-  test.each(['mcp', 'v1', 'legacy'] as const)('%s: 0.12345678901234567891, 1e400 and 1.0000000000000000001 refused; exact 0.30000000000000004, 1.50 and -0 read back as written', async (route) => {
-    // R7: 1e400 (Infinity) is refused by the schema's validator first ("params.0 must be string,number,boolean,null").
-    expect([route, (await query(route, '1e400')).sc.code]).toEqual([route, 'invalid_arguments']);
-    for (const n of ['0.12345678901234567891', '1e-400', '1.0000000000000000001', '12345678901234567890.123', '9007199254740993']) {
+  test.each(['mcp', 'v1', 'legacy'] as const)('%s: 0.12345678901234567891, 1e400 and 1.0000000000000000001 refused with the hint; exact 0.30000000000000004, 1.50 and -0 read back as written', async (route) => {
+    // R7 (fixed): 1e400 and -1e400 (±Infinity), which the schema's validator refuses first, get the same hint.
+    for (const n of ['0.12345678901234567891', '1e-400', '1e400', '-1e400', '1.0000000000000000001', '12345678901234567890.123', '9007199254740993']) {
       const r = await query(route, n);
       expect([route, n, r.sc.code, r.sc.message]).toEqual([route, n, 'invalid_arguments', expect.stringMatching(/^params\[0\] is a number JSON cannot carry exactly/)]);
     }

@@ -29,3 +29,12 @@ test('a value outside an enum names the allowed values from the schema (trial nu
   );
   expect(describeValidationErrors([{ instancePath: '/type', keyword: 'const', params: { allowedValue: 'read' }, message: 'must be equal to constant' }])).toBe('type must be "read"');
 });
+
+test('red team rt48d R7: a params item JSON read as ±Infinity (1e400) gets the hint to send it as a string, not the schema\'s type error', () => {
+  const query = interlockToolBindings({}).find((b) => b.name === 'interlock_query')!;
+  const hint = (i: number) => `params[${i}] is a number JSON cannot carry exactly (an integer beyond ±(2^53−1), or more significant digits than a double keeps, about 15): it would reach PostgreSQL rounded. Send it as a string, e.g. "9007199254740993" or "12345678901234567890.123", which PostgreSQL reads exactly.`;
+  expect(query.validate({ source_id: 'chinook', sql: 'SELECT $1', params: [Infinity] })).toBe(hint(0));
+  expect(query.validate({ source_id: 'chinook', sql: 'SELECT $1, $2', params: ['a', JSON.parse('-1e400')] })).toBe(hint(1));
+  // Other type errors of a params item keep the schema's message.
+  expect(query.validate({ source_id: 'chinook', sql: 'SELECT $1', params: [[1]] })).toBe('params.0 must be string,number,boolean,null');
+});
