@@ -362,7 +362,7 @@ export async function startGovernedGateway(opts: GovernedGatewayOptions): Promis
   };
   const running = await listenGateway({
     healthz: !opsServer,
-    routes: [...(opsServer ? [] : [(app: import('express').Express) => mountOperations(app, metrics, ops, originPolicyFor(host, config))]), ...(require('./http') as typeof import('./http')).httpRoutes({ db, logger, circuitStates: () => registry.states(), connectors: registry, originPolicy: originPolicyFor(host, config), governance, onCatalogStale: rescanForApproval }), (app) => mountConsole(app, { db, connectors: registry, originPolicy: originPolicyFor(host, config), logger, sessions: consoleSessionTimeouts(config), governance, onCatalogStale: rescanForApproval }), ...(opts.routes ?? [])], // eslint-disable-line @typescript-eslint/no-require-imports
+    routes: [...(opsServer ? [] : [(app: import('express').Express) => mountOperations(app, metrics, ops, originPolicyFor(host, config))]), ...(require('./http') as typeof import('./http')).httpRoutes({ db, logger, circuitStates: () => registry.states(), connectors: registry, originPolicy: originPolicyFor(host, config), governance, onCatalogStale: rescanForApproval }), (app, deps) => mountConsole(app, { db, connectors: registry, originPolicy: originPolicyFor(host, config), logger, sessions: consoleSessionTimeouts(config), governance, onCatalogStale: rescanForApproval }, deps), ...(opts.routes ?? [])], // eslint-disable-line @typescript-eslint/no-require-imports
     observe: (e) => metrics.observeToolCall(e),
     observeOverCapacity: (tool) => metrics.observeOverCapacity(tool),
     rateLimiter,
