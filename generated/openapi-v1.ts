@@ -345,7 +345,7 @@ export interface paths {
         /** The signed-in operator and the session's CSRF token. */
         get: operations["consoleWhoAmI"];
         put?: never;
-        /** Sign in with an operator token; creates a server-side session (control database) and sets the HttpOnly, SameSite=Strict session cookie (Max-Age console.session_absolute_timeout_seconds): over plain HTTP interlock_console, Path=/console; over TLS or a trusted proxy's HTTPS __Host-interlock_console, Path=/, Secure, no Domain (a name no other host can set). A request carrying more than one session cookie of that name is signed out (401). Agent API keys are refused. */
+        /** Sign in with an operator token; creates a server-side session (control database) and sets the HttpOnly, SameSite=Strict session cookie (Max-Age console.session_absolute_timeout_seconds): over plain HTTP interlock_console, Path=/console; over TLS or a trusted proxy's HTTPS __Host-interlock_console, Path=/, Secure, no Domain (a name no other host can set). A request carrying more than one session cookie of that name is signed out (401). Agent API keys are refused. A missing or unknown token spends the client address's keyless budget (client_limits.keyless); once it is spent, sign-ins are refused 429 rate_limited before the token is looked up, but for a token that signed in or resolved in the last 10 minutes. */
         post: operations["consoleSignIn"];
         /** Sign out: ends the session in the control database (every copy of the cookie, on every replica) and clears the cookie. Needs X-CSRF-Token. */
         delete: operations["consoleSignOut"];
@@ -2510,7 +2510,7 @@ export interface components {
                 } & components["schemas"]["ErrorBody"];
             };
         };
-        /** @description The client address has spent its budget of requests without a valid key (client_limits.keyless, the same budget as requests without an agent key; red team rt49b D3); refused before the operator token is looked up. retry_after_ms and Retry-After say when to retry. */
+        /** @description The client address has spent its budget of requests without a valid key (client_limits.keyless, the same budget as requests without an agent key; a missing or unknown operator token on /admin/v1 or in a console sign-in spends it; red team rt49b D3); refused before the operator token is looked up, but for a token that resolved in the last 10 minutes. retry_after_ms and Retry-After say when to retry. */
         AdminRateLimited: {
             headers: {
                 "Retry-After": components["headers"]["RetryAfter"];
@@ -3743,6 +3743,7 @@ export interface operations {
             401: components["responses"]["ConsoleUnauthorized"];
             403: components["responses"]["AdminForbidden"];
             415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["AdminRateLimited"];
         };
     };
     consoleSignOut: {

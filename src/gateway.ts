@@ -77,6 +77,8 @@ export interface GovernedGatewayOptions {
   logger?: Logger;
   /** How often SQL sources' catalogs are rescanned, in ms (default 15 minutes; 0 disables). */
   catalogRescanMs?: number;
+  /** Longest run of one discovery search statement, in ms (default DISCOVERY_SEARCH_TIMEOUT_MS, 15 s; src/discovery/search-slots.ts). */
+  discoverySearchTimeoutMs?: number;
   /** Extra route modules (deprecated routes, /v1, admin API), mounted before /mcp. */
   routes?: GatewayAppOptions['routes'];
   /** A listening server to take over (the standby's; see serveGovernedGateway) instead of opening one. */
@@ -208,7 +210,7 @@ export async function startGovernedGateway(opts: GovernedGatewayOptions): Promis
     // Mapped rows of ruled relations are filtered against the source through the row views (issue 27 item 3).
     rowReads: { connectors, rowViews },
     // One set of search slots for both discovery tools: their ranking keeps to a share of the control pool (rt49b D1).
-    searchSlots: new DiscoverySearchSlots(),
+    searchSlots: new DiscoverySearchSlots(undefined, undefined, undefined, opts.discoverySearchTimeoutMs),
   };
   const permissionLog = logThrottle(60_000);
   const goneLog = logThrottle(60_000);
@@ -362,7 +364,7 @@ export async function startGovernedGateway(opts: GovernedGatewayOptions): Promis
   };
   const running = await listenGateway({
     healthz: !opsServer,
-    routes: [...(opsServer ? [] : [(app: import('express').Express) => mountOperations(app, metrics, ops, originPolicyFor(host, config))]), ...(require('./http') as typeof import('./http')).httpRoutes({ db, logger, circuitStates: () => registry.states(), connectors: registry, originPolicy: originPolicyFor(host, config), governance, onCatalogStale: rescanForApproval }), (app) => mountConsole(app, { db, connectors: registry, originPolicy: originPolicyFor(host, config), logger, sessions: consoleSessionTimeouts(config), governance, onCatalogStale: rescanForApproval }), ...(opts.routes ?? [])], // eslint-disable-line @typescript-eslint/no-require-imports
+    routes: [...(opsServer ? [] : [(app: import('express').Express) => mountOperations(app, metrics, ops, originPolicyFor(host, config))]), ...(require('./http') as typeof import('./http')).httpRoutes({ db, logger, circuitStates: () => registry.states(), connectors: registry, originPolicy: originPolicyFor(host, config), governance, onCatalogStale: rescanForApproval }), (app, deps) => mountConsole(app, { db, connectors: registry, originPolicy: originPolicyFor(host, config), logger, sessions: consoleSessionTimeouts(config), governance, onCatalogStale: rescanForApproval }, deps), ...(opts.routes ?? [])], // eslint-disable-line @typescript-eslint/no-require-imports
     observe: (e) => metrics.observeToolCall(e),
     observeOverCapacity: (tool) => metrics.observeOverCapacity(tool),
     rateLimiter,

@@ -117,7 +117,11 @@ function addHangupHandler(h: () => void): void {
   hangupHandlers.add(h);
 }
 
-/** Removes a gateway's SIGHUP handler; the process listener goes with the last one (Node's default, ending the process, applies again). */
+/**
+ * Removes a gateway's SIGHUP handler; the process listener goes with the last one (Node's default,
+ * ending the process, applies again). A closing gateway keeps a handler of its own until its drain
+ * is done; `interlock serve` and `demo` ignore SIGHUP from the first SIGTERM/SIGINT until they exit.
+ */
 function removeHangupHandler(h: () => void): void {
   hangupHandlers.delete(h);
   if (hangupHandlers.size === 0) process.removeListener('SIGHUP', onProcessHangup);
@@ -163,18 +167,26 @@ export async function listenGateway(opts: GatewayAppOptions & ListenOptions): Pr
     reloadTls,
     close(deadlineMs = 10_000) {
       closing ??= (async () => {
+        // SIGHUP stays handled until the drain and the audit flush are done (task lows49b): removing
+        // the handler first let Node's default end the process mid-drain. It no longer reloads.
+        const onHangupClosing = () => opts.logger?.info({ component: 'server' }, 'SIGHUP received while shutting down: ignored; the drain goes on');
+        addHangupHandler(onHangupClosing);
         removeHangupHandler(onHangup);
-        const closed = new Promise<void>((resolve) => server.close(() => resolve()));
-        server.closeIdleConnections();
-        const deadline = new Promise<void>((resolve) => setTimeout(resolve, deadlineMs).unref());
-        await Promise.race([closed, deadline]);
-        // Abort what is still running, then give the aborted calls a moment to write their
-        // `cancelled` answers (and audit) before the remaining connections are cut.
-        gateway.abortAll();
-        await Promise.race([closed, new Promise<void>((resolve) => setTimeout(resolve, 500).unref())]);
-        server.closeAllConnections();
-        await closed;
-        await gateway.flushAudit();
+        try {
+          const closed = new Promise<void>((resolve) => server.close(() => resolve()));
+          server.closeIdleConnections();
+          const deadline = new Promise<void>((resolve) => setTimeout(resolve, deadlineMs).unref());
+          await Promise.race([closed, deadline]);
+          // Abort what is still running, then give the aborted calls a moment to write their
+          // `cancelled` answers (and audit) before the remaining connections are cut.
+          gateway.abortAll();
+          await Promise.race([closed, new Promise<void>((resolve) => setTimeout(resolve, 500).unref())]);
+          server.closeAllConnections();
+          await closed;
+          await gateway.flushAudit();
+        } finally {
+          removeHangupHandler(onHangupClosing);
+        }
       })();
       return closing;
     },

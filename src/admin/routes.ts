@@ -31,10 +31,7 @@ import { bearerToken } from '../pipeline/01-identity';
 import type { SourceConnectorRegistry } from '../sources/registry';
 import { defaultOriginPolicy, type OriginPolicy } from '../transport/http-headers';
 import { hostOriginGuard, isObject, jsonBody, routerErrorHandler, sendError, type HttpErrorCode } from '../http/common';
-import { clientAddressKey, limitMessage } from '../transport/client-limits';
-import { sendRateLimited } from '../transport/http-errors';
-import { LRUCache } from 'lru-cache';
-import crypto from 'node:crypto';
+import { operatorTokenBudget } from './token-budget';
 import { closedBody } from '../http/closed-body';
 import { directBackend, type OperatorBackend } from './backend';
 import { GovernanceAccess } from './governance-db';
@@ -110,46 +107,29 @@ function bodyString(body: unknown, name: string, required: boolean): string | un
   return v;
 }
 
-/** How long an operator token that resolved is exempt from its address's keyless budget (ms). */
-const RECENT_OPERATOR_TOKEN_MS = 10 * 60_000;
-
-/** Mounts /admin/v1 on `app`. Of `deps` (the admin API runs no tool calls) only the client limits and keyless audit are used: a missing or unknown operator token spends the address's keyless budget (red team rt49b D3). */
+/** Mounts /admin/v1 on `app`. Of `deps` (the admin API runs no tool calls) only the client limits and keyless audit are used: a missing or unknown operator token spends the address's keyless budget (red team rt49b D3, src/admin/token-budget.ts). */
 export function mountAdmin(app: Express, deps: DispatchDeps | undefined, opts: AdminOptions): void {
   const logger = opts.logger;
   const router = express.Router();
-  /** sha256 of an operator token that resolved → when it last did (ms): exempt from the keyless budget for RECENT_OPERATOR_TOKEN_MS. */
-  const recentOperatorTokens = new LRUCache<string, number>({ max: 1000 });
+  const budget = operatorTokenBudget(deps, 'admin');
   router.use(ADMIN_PREFIX, hostOriginGuard(opts.originPolicy ?? defaultOriginPolicy()));
   router.use(ADMIN_PREFIX, async (req: Request, res: Response, next: NextFunction) => {
     const token = bearerToken(req.headers.authorization);
     const challenge = { 'WWW-Authenticate': 'Bearer realm="interlock-admin"' };
-    // The keyless budget of the client address (red team rt49b D3): a request whose operator token is
-    // missing or does not resolve spends one token; once it is spent, requests are refused 429 before
-    // any look-up in the control database, so unknown tokens cannot keep its pool busy.
-    // A token that resolved lately is still looked up (a revocation holds at once) but never refused
-    // by the budget, so a flood from the operator's own address (a shared proxy) does not lock out
-    // an operator who is using the API.
-    const limits = deps?.clientLimits;
-    const address = clientAddressKey(req.socket.remoteAddress);
-    const tokenKey = token ? crypto.createHash('sha256').update(token).digest('base64url') : null;
-    const knownAt = tokenKey ? recentOperatorTokens.get(tokenKey) : undefined;
-    const known = knownAt !== undefined && Date.now() - knownAt < RECENT_OPERATOR_TOKEN_MS;
-    const spent = known ? null : limits?.keylessSpent(address);
-    if (spent) {
-      deps?.keylessAudit?.note(address, { reason: 'rate_limited', tool: '-', route: 'admin' });
-      return sendRateLimited(res, spent.retryAfterMs, limitMessage(spent));
-    }
+    // The keyless budget of the client address (red team rt49b D3): refused 429 before any look-up
+    // once it is spent, but for a token that resolved lately.
+    if (budget.refused(req, res, token)) return;
     if (!token) {
-      limits?.takeKeyless(address);
+      budget.spend(req);
       return sendError(res, 'missing_operator_token', 'The admin API needs an operator token: send Authorization: Bearer <ilo_… token> (interlock operator-token create NAME)', { headers: challenge });
     }
     try {
       const operator = await resolveOperatorToken(opts.db, token);
       if (!operator) {
-        limits?.takeKeyless(address);
+        budget.spend(req);
         return sendError(res, 'invalid_operator_token', 'The operator token is not valid: it is unknown, revoked or expired (agent API keys are not operator tokens)', { headers: challenge });
       }
-      if (tokenKey) recentOperatorTokens.set(tokenKey, Date.now());
+      budget.resolved(token);
       res.locals.operator = operator;
       next();
     } catch (err) {

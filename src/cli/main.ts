@@ -314,7 +314,10 @@ async function stopGatewayThenDatabase(gw: { close(): Promise<void> }, s: { clos
   }
 }
 
-/** Waits for SIGINT/SIGTERM, then runs `stop` once and prints "InterLock stopped." when it is done; a second signal exits at once. */
+/** The SIGHUP listener of a stopping `serve`/`demo`: does nothing, so the signal cannot end the shutdown. */
+const ignoreHangup = (): void => undefined;
+
+/** Waits for SIGINT/SIGTERM, then runs `stop` once and prints "InterLock stopped." when it is done; a second signal exits at once; SIGHUP is ignored from the first signal on. */
 function untilSignal(io: CliIo, stop: () => Promise<void>): Promise<void> {
   return new Promise((resolve) => {
     let stopping = false;
@@ -324,6 +327,10 @@ function untilSignal(io: CliIo, stop: () => Promise<void>): Promise<void> {
         process.exit(1);
       }
       stopping = true;
+      // SIGHUP is ignored from here until the process exits (task lows49b): the gateway logs one
+      // that comes while it drains; after that the pools and the embedded server still close, and
+      // Node's default for SIGHUP would end the process half-way. Never removed: the process exits.
+      if (!process.listeners('SIGHUP').includes(ignoreHangup)) process.on('SIGHUP', ignoreHangup);
       io.err(`${sig}: shutting down (in-flight calls may finish; press Ctrl-C again to force)`);
       stop()
         .then(

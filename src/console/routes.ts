@@ -24,7 +24,9 @@
  *                                       its keys and access tokens stop working
  *
  * Security: the Host/Origin guard of every non-MCP route; only operator tokens sign in (an agent
- * key is 401 invalid_operator_token, like /admin/v1); the session is server-side in the control
+ * key is 401 invalid_operator_token, like /admin/v1); a sign-in with an unknown token spends the
+ * address's keyless budget and, once it is spent, is refused 429 rate_limited before any look-up
+ * (as /admin/v1: src/admin/token-budget.ts); the session is server-side in the control
  * database, its id in an HttpOnly, SameSite=Strict cookie (over TLS `__Host-interlock_console`, Secure,
  * Path=/; a request with two session cookies is signed out) (src/console/session.ts):
  * sign-out, the token's revocation and the idle and absolute timeouts end it on every replica, and
@@ -41,6 +43,8 @@ import { getIdentityByName } from '../control/identities';
 import { searchAudit } from '../audit/writer';
 import { directBackend } from '../admin/backend';
 import { resolveOperatorToken } from '../admin/tokens';
+import { operatorTokenBudget } from '../admin/token-budget';
+import type { DispatchDeps } from '../protocol/dispatch';
 import { sendControlError } from '../admin/routes';
 import { GovernanceAccess } from '../admin/governance-db';
 import { initStatementDisplay, paramsForDisplay, showInvisible, statementForDisplay } from '../approvals/statement';
@@ -159,10 +163,16 @@ export function shownJson(value: unknown): unknown {
   return value;
 }
 
-/** Mounts /console on `app`. */
-export function mountConsole(app: Express, opts: ConsoleOptions): void {
+/**
+ * Mounts /console on `app`. Of `deps` (the gateway's dispatch deps; absent: no limit) the client
+ * limits and keyless audit are used: a sign-in with a missing or unknown operator token spends the
+ * address's keyless budget, and once it is spent sign-ins are refused 429 rate_limited (ErrorBody
+ * with retry_after_ms, Retry-After) before any look-up (src/admin/token-budget.ts, shared with /admin/v1).
+ */
+export function mountConsole(app: Express, opts: ConsoleOptions, deps?: Pick<DispatchDeps, 'clientLimits' | 'keylessAudit'>): void {
   const { db, logger } = opts;
   const router = express.Router();
+  const budget = operatorTokenBudget(deps, 'console');
   const backend = directBackend(db, { connectors: opts.connectors, logger, onCatalogStale: opts.onCatalogStale });
   const governance = opts.governance ?? new GovernanceAccess(db, 'runtime', logger);
   let keyP: Promise<Buffer> | null = null;
@@ -229,11 +239,16 @@ export function mountConsole(app: Express, opts: ConsoleOptions): void {
 
   router.post('/console/api/session', ...jsonBody(16 * 1024), closedBody('POST /console/api/session'), run(async (req, res) => {
     const token = isObject(req.body) && typeof req.body.token === 'string' ? req.body.token.trim() : '';
+    // The address's keyless budget, as on /admin/v1 (task lows49b; red team rt49b D3): once spent,
+    // 429 rate_limited before any look-up, but for a token that signed in or resolved lately.
+    if (budget.refused(req, res, token || null)) return undefined;
     const operator = await resolveOperatorToken(db, token);
     if (!operator) {
+      budget.spend(req);
       sendError(res, 'invalid_operator_token', 'That is not an active operator token (agent API keys cannot sign in)');
       return undefined;
     }
+    budget.resolved(token);
     const { cookie: value } = await createConsoleSession(db, { tokenId: operator.tokenId, operator: operator.name }, timeouts);
     res.setHeader('Set-Cookie', sessionCookie(value, timeouts.absoluteSeconds, secure(req)));
     logger?.info({ component: 'console', operator: operator.name }, 'console sign-in');

@@ -35,7 +35,7 @@ import type { SourceRecord } from '../../governance/store';
 import type { RelationName } from '../../sql/catalog-types';
 import type { LiveRelationTree } from '../../sql/hierarchy';
 import { searchAssets, tsqueryRefuses, type DiscoverFilters } from '../../discovery/search';
-import { DiscoverySearchSlots } from '../../discovery/search-slots';
+import { DiscoverySearchSlots, DiscoverySearchTimeout } from '../../discovery/search-slots';
 
 /** What the discovery tools need: the governance store, the shared rate limiter and the control database (the index). */
 export interface DiscoveryDeps {
@@ -60,9 +60,19 @@ export interface DiscoveryDeps {
   searchSlots?: DiscoverySearchSlots;
 }
 
-/** The refusal of a search that found no slot in time (concurrency_limited, status rate_limited, retryable). */
-export function searchSlotRefusal(retryAfterMs: number): ToolOutcome {
-  return { kind: 'refusal', code: 'concurrency_limited', extra: { retry_after_ms: retryAfterMs } };
+/**
+ * The refusal of a search that did not run to its end (DiscoverySearchSlots.run): no slot freed in
+ * time → concurrency_limited (status rate_limited, retryable, retry_after_ms); a statement ran past
+ * the search limit → statement_timeout (status unavailable, retryable), its message naming the limit.
+ */
+export function searchRunRefusal(ran: { ok: false; retryAfterMs: number } | { ok: false; timeoutMs: number }): ToolOutcome {
+  if ('timeoutMs' in ran) return { kind: 'refusal', code: 'statement_timeout', message: searchTimeoutMessage(ran.timeoutMs) };
+  return { kind: 'refusal', code: 'concurrency_limited', extra: { retry_after_ms: ran.retryAfterMs } };
+}
+
+/** The message of a search cut by the discovery search limit of `timeoutMs` ms. */
+export function searchTimeoutMessage(timeoutMs: number): string {
+  return `The search ran longer than the discovery search limit (${timeoutMs} ms) and was cancelled; narrow the query (fewer OR terms, a filter) and try again.`;
 }
 
 /** Most permitted ids read per ruled mapped relation; more refuses the relation (its documents are not shown). */
@@ -249,7 +259,8 @@ const UNUSABLE_QUERY = 'The query cannot be turned into a PostgreSQL text-search
  * source_role_denied (403, no discover allow on the source), policy_denied (403), rate_limited
  * (429), row_rules_unavailable (503: a mapped relation's row rules for the caller cannot be enforced
  * now, rowRulesRefusal), concurrency_limited (429, retry_after_ms: no search slot freed in time,
- * src/discovery/search-slots.ts); invalid_arguments for an unreadable time_range, or for query text PostgreSQL cannot turn into
+ * src/discovery/search-slots.ts), statement_timeout (503: a ranking statement ran past the discovery
+ * search limit, DISCOVERY_SEARCH_TIMEOUT_MS, and was cancelled); invalid_arguments for an unreadable time_range, or for query text PostgreSQL cannot turn into
  * a tsquery (checked only once the search failed). Other index errors → tool_execution_failed (opaque).
  */
 export function discoverHandler(deps: DiscoveryDeps): ToolHandler {
@@ -288,16 +299,18 @@ export function discoverHandler(deps: DiscoveryDeps): ToolHandler {
     const limit = clampLimit(args.limit, TOOL_DEFAULTS.discover_limit, DISCOVER_MAX_LIMIT);
     const query = String(args.query);
     // The ranking statements hold a control-pool connection: one of a few search slots (rt49b D1).
-    const ran = await slots.run(identity.id, async () => {
+    // Each of its statements is bounded in time (statement_timeout, task lows49b).
+    const ran = await slots.run(identity.id, deps.db.pool, async (db) => {
       try {
-        return await searchAssets(deps.db.pool, scope, { query, filters: parsed.filters, limit, expandRelated: args.expand_related === true });
+        return await searchAssets(db, scope, { query, filters: parsed.filters, limit, expandRelated: args.expand_related === true });
       } catch (err) {
+        if (err instanceof DiscoverySearchTimeout) throw err;
         // Text PostgreSQL cannot turn into a tsquery is the caller's input, not a failure (issue 22 item 6).
         if (await tsqueryRefuses(deps.db.pool, query)) return null;
         throw err;
       }
     }, ctx.signal);
-    if (!ran.ok) return searchSlotRefusal(ran.retryAfterMs);
+    if (!ran.ok) return searchRunRefusal(ran);
     const out = ran.value;
     if (out === null) return { kind: 'tool_error', code: 'invalid_arguments', message: UNUSABLE_QUERY };
     audit.row_count = out.hits.length;

@@ -20,7 +20,7 @@ import { TOOL_DEFAULTS } from '../registry';
 import type { ToolHandler, ToolOutcome } from '../types';
 import { mayAct, policyRefusal, resolveScope } from '../../discovery/access';
 import { assetSource, assetVisible, relatedAssets } from '../../discovery/search';
-import { auditDetails, clampLimit, jsonResult, RELATED_MAX_LIMIT, liveTreesFor, rowFilterFor, rowRulesRefusal, searchSlotRefusal, type DiscoveryDeps } from './discover';
+import { auditDetails, clampLimit, jsonResult, RELATED_MAX_LIMIT, liveTreesFor, rowFilterFor, rowRulesRefusal, searchRunRefusal, type DiscoveryDeps } from './discover';
 import { DiscoverySearchSlots } from '../../discovery/search-slots';
 
 /** The one answer for an asset that is missing or not visible to the caller. */
@@ -35,7 +35,8 @@ export function unknownAsset(): ToolOutcome {
  * may not see), source_disabled (503), policy_denied (403), rate_limited (429), row_rules_unavailable
  * (503: a mapped relation's row rules for the caller cannot be enforced now; rowRulesRefusal; only for
  * an asset the caller may see, so it is no existence hint); concurrency_limited (429, retry_after_ms)
- * when no search slot freed in time (src/discovery/search-slots.ts).
+ * when no search slot freed in time (src/discovery/search-slots.ts); statement_timeout (503) when the
+ * ranking ran past the discovery search limit (DISCOVERY_SEARCH_TIMEOUT_MS) and was cancelled.
  */
 export function relatedDocumentsHandler(deps: DiscoveryDeps): ToolHandler {
   const now = deps.now ?? (() => new Date());
@@ -88,8 +89,8 @@ export function relatedDocumentsHandler(deps: DiscoveryDeps): ToolHandler {
 
     const limit = clampLimit(args.limit, TOOL_DEFAULTS.related_limit, RELATED_MAX_LIMIT);
     // The similarity ranking holds a control-pool connection: one of a few search slots (rt49b D1).
-    const ran = await slots.run(identity.id, () => relatedAssets(deps.db.pool, scope, assetId, limit), ctx.signal);
-    if (!ran.ok) return searchSlotRefusal(ran.retryAfterMs);
+    const ran = await slots.run(identity.id, deps.db.pool, (db) => relatedAssets(db, scope, assetId, limit), ctx.signal);
+    if (!ran.ok) return searchRunRefusal(ran);
     const related = ran.value;
     audit.row_count = related.length;
     return jsonResult({ asset_id: assetId, source_id: sourceId, related });

@@ -23,8 +23,12 @@
  *     (src/discovery/search-slots.ts, also interlock_related_documents); beyond them it waits up to
  *     2 s and is refused concurrency_limited (retry_after_ms 1000). Shown failing without the fix:
  *     the control database ran 10 discovery statements at once (the whole pool), the test allows 4.
- *     Left open (low): one search is not bounded in time (no statement_timeout on the control
- *     pool), so on a very large index a slot may stay held for long; it holds at most 4 of the 10.
+ *     Follow-up (low, fixed in lows49b): one search was not bounded in time (no statement_timeout
+ *     on the control pool), so on a very large index a slot stayed held for as long as it ran. Now
+ *     each search statement runs in its own read-only transaction under SET LOCAL statement_timeout
+ *     (DISCOVERY_SEARCH_TIMEOUT_MS, 15 s; boundedQueryable in src/discovery/search-slots.ts) and a
+ *     search it cuts is refused statement_timeout naming the limit. Shown failing without the fix:
+ *     with a 100 ms limit the ~2 s whole-index search was answered 200:ok.
  *  D2 medium, fixed: the breaker counted class 53 (insufficient resources) raised by a running
  *     statement as the source's health. A read of a partitioned table with more partitions than the
  *     server's shared lock table holds entries for (max_locks_per_transaction × connections: a few
@@ -41,12 +45,18 @@
  *     address's keyless budget (client_limits.keyless), and once it is spent requests are refused 429
  *     rate_limited before any look-up (src/admin/routes.ts; spec/openapi-v1.yaml AdminRateLimited),
  *     but for a token that resolved in the last 10 minutes (an operator at work behind the same proxy).
- *     Shown failing without the fix: 700 × 401, no 429. Left open (low): the console's sign-in
- *     (POST /console/api/session) still looks every token up.
+ *     Shown failing without the fix: 700 × 401, no 429. Follow-up (low, fixed in lows49b): the
+ *     console's sign-in (POST /console/api/session) looked every token up; it now shares the same
+ *     budget and exemption (src/admin/token-budget.ts, used by both routes; 429 in the ErrorBody the
+ *     console shows). Shown failing without the fix: 30 × 401 past a budget of 20.
  *  D4 low, fixed: a plain-HTTP `interlock serve` (no listen.tls) installed no SIGHUP handler, so
  *     SIGHUP (systemctl reload, a log rotator's kill -HUP, a closed terminal) ended it at once by
  *     Node's default action: no drain, no audit flush. Now SIGHUP is logged and changes nothing
  *     without TLS (src/server.ts). Shown failing without the fix: the child ended by SIGHUP.
+ *     Follow-up (low, fixed in lows49b): the shutdown removed the handler first, so a SIGHUP during
+ *     the drain ended the process; now a closing gateway keeps a handler (logged, ignored) until it
+ *     has drained and flushed the audit, and `serve`/`demo` ignore SIGHUP from the first
+ *     SIGTERM/SIGINT until they exit (src/cli/main.ts). Shown failing without the fix: ended by SIGHUP.
  *
  * Held (seen in exploration runs or by reading; no test added):
  *  - a params array longer or shorter than the statement's $n (a Bind the server would refuse with
@@ -63,6 +73,7 @@
  */
 import pg from 'pg';
 import { spawn, type ChildProcess } from 'node:child_process';
+import { createConnection, type Socket } from 'node:net';
 import { join } from 'node:path';
 import { freshControlDb } from '../control/control-db';
 import { freePort } from '../sources/cluster';
@@ -185,6 +196,38 @@ describe('D1 (high, fixed): discovery searches kept to a share of the control po
   });
 });
 
+describe('D1 follow-up (low, fixed in lows49b): one discovery search statement is bounded in time', () => {
+  // Before: the ranking statement ran with no statement_timeout (the control pool sets none), so on a
+  // very large index a search held its slot, and a control connection, for as long as it ran. Now
+  // each statement of a search runs in its own read-only transaction under SET LOCAL
+  // statement_timeout (DISCOVERY_SEARCH_TIMEOUT_MS, 15 s; here 100 ms against a ~2 s whole-index
+  // ranking): cut, refused statement_timeout, and the connection is free again.
+  let gw: GovernedGateway;
+  beforeAll(async () => {
+    const config = structuredClone(DEFAULT_CONFIG as ResolvedGatewayConfig);
+    config.rate_limits = { ...config.rate_limits, per_identity: { points: 100_000, window_seconds: 60 }, per_source: { points: 100_000, window_seconds: 60 } };
+    gw = await startGovernedGateway({ db: env.db, config, host: '127.0.0.1', port: 0, logger: createLogger('silent'), catalogRescanMs: 0, discoverySearchTimeoutMs: 100 });
+  });
+  afterAll(async () => gw?.close(1000));
+
+  test('a whole-index search past the bound is refused statement_timeout and its statement no longer runs; a narrow search is answered', async () => {
+    const heavy = await callTool(gw, 'interlock_discover', { source_id: 'docs', query: HEAVY_QUERY, limit: 50 }, env.apiKey);
+    // Before the fix: 200:ok after the whole ranking (about 2 s).
+    expect(outcomeOf(heavy)).toBe('200:statement_timeout');
+    expect(heavy.body.result.structuredContent).toEqual({ status: 'unavailable', code: 'statement_timeout', message: 'The search ran longer than the discovery search limit (100 ms) and was cancelled; narrow the query (fewer OR terms, a filter) and try again.', request_id: expect.stringMatching(/^req_/) });
+    const watcher = new pg.Client({ connectionString: env.controlUrl });
+    await watcher.connect();
+    try {
+      const r = await watcher.query<{ n: number }>("SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND state = 'active' AND query LIKE '%ts_rank_cd%' AND pid <> pg_backend_pid()");
+      expect(r.rows[0].n).toBe(0);
+    } finally {
+      await watcher.end();
+    }
+    const narrow = await callTool(gw, 'interlock_discover', { source_id: 'docs', query: 'zzqxjv', limit: 5 }, env.apiKey);
+    expect(narrow.body.result.structuredContent).toEqual({ hits: [], truncated: false });
+  });
+});
+
 describe('D2 (medium, fixed): one identity opened the source circuit with reads that fill the server lock table', () => {
   // A source whose server's shared lock table is small for its partitions: a throwaway cluster with
   // max_locks_per_transaction 10 (about 400 lock entries for 40 connections) and a table of 3,000
@@ -298,37 +341,134 @@ describe('D3 (low, fixed): the admin API spends the keyless budget on missing an
   });
 });
 
+describe('D3 follow-up (low, fixed in lows49b): the console sign-in spends the same keyless budget', () => {
+  // Before: POST /console/api/session looked every token up (resolveOperatorToken) and answered 401,
+  // however many came from one address. Now it shares /admin/v1's budget code
+  // (src/admin/token-budget.ts). A gateway of its own with a budget of 20 an hour, so no token comes
+  // back while the test runs.
+  let gw: GovernedGateway;
+  beforeAll(async () => {
+    const config = structuredClone(DEFAULT_CONFIG as ResolvedGatewayConfig);
+    config.client_limits = { ...config.client_limits, keyless: { points: 20, window_seconds: 3600 } };
+    gw = await startGovernedGateway({ db: env.db, config, host: '127.0.0.1', port: 0, logger: createLogger('silent'), catalogRescanMs: 0 });
+  });
+  afterAll(async () => gw?.close(1000));
+
+  test('past the budget, sign-ins with no, unknown or not-lately-used tokens are refused 429 rate_limited before any look-up; a token that signed in lately still signs in', async () => {
+    const origin = new URL(gw.url).origin;
+    const signIn = (body: unknown) => fetch(`${origin}/console/api/session`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
+    const operator = await createOperatorToken(env.db, 'lows49b-console');
+    const idle = await createOperatorToken(env.db, 'lows49b-console-idle');
+    expect((await signIn({ token: operator.secret })).status).toBe(200);
+    const fake = () => 'ilo_' + randomBytes(32).toString('base64url');
+    const statuses: number[] = [];
+    let limited: { body: unknown; retryAfter: string | null } | null = null;
+    for (let i = 0; i < 30; i++) {
+      const r = await signIn({ token: fake() });
+      statuses.push(r.status);
+      const body = await r.json();
+      if (r.status === 429 && !limited) limited = { body, retryAfter: r.headers.get('retry-after') };
+    }
+    // Before the fix: 30 × 401.
+    expect(statuses).toEqual([...Array(20).fill(401), ...Array(10).fill(429)]);
+    expect(limited!.body).toEqual({ error: 'rate_limited', code: 'rate_limited', message: expect.stringMatching(/^Too many requests without a valid API key from this address; wait \d+ ms before trying again\.$/), retry_after_ms: expect.any(Number) });
+    expect(limited!.retryAfter).toMatch(/^[0-9]+$/);
+    // While the budget is spent: no token, an unknown token and a valid token not used lately are
+    // refused before any look-up (the last would have signed in); the token that signed in does.
+    expect((await signIn({})).status).toBe(429);
+    expect((await signIn({ token: fake() })).status).toBe(429);
+    const idleR = await signIn({ token: idle.secret });
+    expect(idleR.status).toBe(429);
+    expect(idleR.headers.get('set-cookie')).toBeNull();
+    const ok = await signIn({ token: operator.secret });
+    expect(ok.status).toBe(200);
+    expect(await ok.json()).toEqual({ operator: 'lows49b-console', csrfToken: expect.any(String) });
+    expect(ok.headers.get('set-cookie')).toMatch(/^interlock_console=/);
+  });
+});
+
+/** A real `interlock serve` (plain HTTP, log level info) on a fresh control database, its stdout and stderr gathered. */
+async function startServe(dbName: string) {
+  const t = await freshControlDb(dbName);
+  const bin = join(__dirname, '..', '..', '..', 'bin', 'interlock.js');
+  const port = await freePort();
+  let out = '';
+  const child: ChildProcess = spawn(process.execPath, [bin, '--database-url', t.db.url, 'serve', '--port', String(port)], { env: { ...process.env, INTERLOCK_LOG_LEVEL: 'info' }, stdio: ['ignore', 'pipe', 'pipe'] });
+  child.stdout!.setEncoding('utf8').on('data', (c: string) => (out += c));
+  child.stderr!.setEncoding('utf8').on('data', (c: string) => (out += c));
+  const exited = new Promise<{ code: number | null; signal: string | null }>((resolve) => child.on('exit', (code, signal) => resolve({ code, signal })));
+  const ended = () => child.exitCode !== null || child.signalCode !== null;
+  const serve = {
+    child,
+    port,
+    exited,
+    output: () => out,
+    /** Kills the child if it still runs and drops its database. */
+    async cleanup() {
+      if (!ended()) child.kill('SIGKILL');
+      await t.cleanup();
+    },
+  };
+  try {
+    await until(() => out.includes(`InterLock listening on http://127.0.0.1:${port}/mcp`) || ended());
+  } catch (err) {
+    await serve.cleanup();
+    throw err;
+  }
+  return serve;
+}
+
 describe('D4 (low, fixed): SIGHUP ended a plain-HTTP `interlock serve` at once', () => {
   // Before: only a gateway with listen.tls handled SIGHUP (its certificate reload); without TLS
   // Node's default action for SIGHUP ended the process at once: no drain of in-flight calls, no
   // audit flush, every agent cut off. `systemctl reload`, log rotators (postrotate kill -HUP) and a
   // closed terminal send it. Shown failing without the fix: the child ended by signal SIGHUP.
   test('a plain-HTTP serve logs two SIGHUPs, keeps answering /healthz, and stops in order on SIGTERM', async () => {
-    const t = await freshControlDb('ctl_rt49b_hup');
-    const bin = join(__dirname, '..', '..', '..', 'bin', 'interlock.js');
-    const port = await freePort();
-    let stdout = '';
-    let child: ChildProcess | null = null;
+    const serve = await startServe('ctl_rt49b_hup');
+    const { child, port } = serve;
     try {
-      child = spawn(process.execPath, [bin, '--database-url', t.db.url, 'serve', '--port', String(port)], { env: { ...process.env, INTERLOCK_LOG_LEVEL: 'info' }, stdio: ['ignore', 'pipe', 'pipe'] });
-      child.stdout!.setEncoding('utf8').on('data', (c: string) => (stdout += c));
-      child.stderr!.setEncoding('utf8').on('data', (c: string) => (stdout += c));
-      const exited = new Promise<{ code: number | null; signal: string | null }>((resolve) => child!.on('exit', (code, signal) => resolve({ code, signal })));
-      await until(() => stdout.includes(`InterLock listening on http://127.0.0.1:${port}/mcp`) || child!.exitCode !== null || child!.signalCode !== null);
       const health = async () => (await fetch(`http://127.0.0.1:${port}/healthz`).catch(() => null))?.status ?? 0;
       expect(await health()).toBe(200);
       child.kill('SIGHUP');
-      await until(() => stdout.includes('SIGHUP received: nothing to reload') || child!.signalCode !== null);
+      await until(() => serve.output().includes('SIGHUP received: nothing to reload') || child.signalCode !== null);
       child.kill('SIGHUP');
-      await until(() => stdout.split('SIGHUP received: nothing to reload').length === 3 || child!.signalCode !== null);
+      await until(() => serve.output().split('SIGHUP received: nothing to reload').length === 3 || child.signalCode !== null);
       expect(child.signalCode).toBeNull();
       expect(await health()).toBe(200);
       child.kill('SIGTERM');
-      expect(await exited).toEqual({ code: 0, signal: null });
-      expect(stdout).toContain('InterLock stopped.');
+      expect(await serve.exited).toEqual({ code: 0, signal: null });
+      expect(serve.output()).toContain('InterLock stopped.');
     } finally {
-      if (child && child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
-      await t.cleanup();
+      await serve.cleanup();
+    }
+  });
+  // Follow-up (low, fixed in lows49b): the shutdown removed the SIGHUP handler first, so a SIGHUP
+  // during the drain (up to 10 s while calls finish) ended the process by Node's default: the drain
+  // and the audit flush cut short. Now the closing gateway keeps a handler until it has drained, and
+  // the CLI ignores SIGHUP from the first SIGTERM until it exits. Shown failing without the fix: the
+  // child ended by signal SIGHUP.
+  test('a SIGHUP while the serve drains (SIGTERM with a request still in flight) is logged and ignored; the process still stops in order', async () => {
+    const serve = await startServe('ctl_rt49b_hup2');
+    const { child, port } = serve;
+    let sock: Socket | null = null;
+    try {
+      // A request in flight: its headers and part of its body sent, the rest never, so the drain waits.
+      const s = createConnection({ host: '127.0.0.1', port });
+      sock = s;
+      s.on('error', () => undefined);
+      await new Promise<void>((resolve) => s.once('connect', () => resolve()));
+      s.write(`POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nContent-Length: 1000\r\n\r\n{"jsonrpc":`);
+      await new Promise((r) => setTimeout(r, 200));
+      child.kill('SIGTERM');
+      await until(() => serve.output().includes('SIGTERM: shutting down') || child.signalCode !== null);
+      child.kill('SIGHUP');
+      // Before the fix: { code: null, signal: 'SIGHUP' }.
+      expect(await serve.exited).toEqual({ code: 0, signal: null });
+      expect(serve.output()).toContain('SIGHUP received while shutting down: ignored; the drain goes on');
+      expect(serve.output()).toContain('InterLock stopped.');
+    } finally {
+      sock?.destroy();
+      await serve.cleanup();
     }
   });
 });
