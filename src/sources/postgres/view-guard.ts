@@ -102,7 +102,9 @@ export function generatedGuardSql(count: number, offset = 0): string {
  * and added again under its name as `GENERATED ALWAYS AS (ssn) STORED` is computed from a column
  * the analysis never saw it read), its parameters numbered from `$offset+1`: per relation `$k+1`
  * schema, `$k+2` name, `$k+3` the scanned `pg_class.relkind` (`r`, `p` or `f`), `$k+4` the scanned
- * generated columns' names as a JSON array of strings (any order; compared as sets). A relation
+ * stored generated columns' names as a JSON array of strings (any order; compared as sets; stored
+ * only, as the scan records `generated`: PostgreSQL 18's virtual ones would otherwise trip it on
+ * every read). A relation
  * that no longer exists does not trip it (the statement then fails as it would without the guard).
  */
 export function kindGuardSql(count: number, offset = 0): string {
@@ -112,7 +114,7 @@ export function kindGuardSql(count: number, offset = 0): string {
   FROM pg_catalog.pg_class c
   JOIN pg_catalog.pg_namespace ns ON ns.oid = c.relnamespace
   LEFT JOIN LATERAL (SELECT pg_catalog.jsonb_agg(a.attname::text) AS g FROM pg_catalog.pg_attribute a
-    WHERE a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped AND a.attgenerated <> '') ga ON true
+    WHERE a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped AND a.attgenerated = 's') ga ON true
   WHERE ns.nspname = u.s AND c.relname = u.n`, '(x.r <> u.r) OR NOT x.same', count, offset);
 }
 

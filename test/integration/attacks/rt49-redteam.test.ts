@@ -282,7 +282,7 @@ describe('V3 (medium): a mapped view redefined after the scan, then indexed', ()
     await owner.query('CREATE OR REPLACE VIEW people_dir AS SELECT id, ssn AS title, ssn AS body FROM people');
     // Before the fix: the index took the SSNs under the view's columns, whose scanned lineage is
     // people.name (allowed): titles('ssn') answered ['ssn-77-41-90210', 'ssn-12-99-31337'].
-    await expect(indexSource(db, 'hr')).rejects.toThrow('a mapped view or generated column of source "hr" changed since its catalogue was last scanned: scan the source (interlock source scan hr), then index it again');
+    await expect(indexSource(db, 'hr')).rejects.toThrow('a mapped view, table or generated column of source "hr" changed since its catalogue was last scanned: scan the source (interlock source scan hr), then index it again');
     expect(await titles('ssn')).toEqual([]);
     expect(await titles('Zebulon')).toEqual(['Zebulon Quark']);
     // Rescanned: the lineage is people.ssn (denied), the rows are indexed and hidden.

@@ -4,7 +4,17 @@
 import pg from 'pg';
 import { startGovernedEnv, callTool, type GovernedEnv } from '../../helpers/governed';
 import { governAsHrAnalyst } from '../../helpers/hr-analyst';
+import { randomBytes } from 'node:crypto';
+import { ADMIN_URL, createTempDatabase, urlFor, type TempDatabase } from '../../helpers/pg';
 import { scanSource } from '../../../src/control/scan';
+import { openControlDb, type ControlDb } from '../../../src/control/db';
+import { putSource } from '../../../src/control/sources';
+import { loadCatalog } from '../../../src/control/catalog';
+import { indexSource } from '../../../src/discovery/indexer';
+import { MemoryGovernanceStore } from '../../../src/governance/store';
+import { memoryRateLimiter } from '../../../src/pipeline/05-rate-limit';
+import { discoverHandler } from '../../../src/tools/handlers/discover';
+import type { Identity, ToolCallContext } from '../../../src/tools/types';
 
 let env: GovernedEnv;
 let admin: pg.Client;
@@ -78,5 +88,86 @@ describe('G1 (medium): a plain column replaced by a generated column after the s
   test('held: a generated column scanned as one, and a table with none, are served (no false catalog_stale)', async () => {
     expect(await outcome('SELECT loud FROM notes ORDER BY emp_id')).toEqual({ status: 200, rows: [{ loud: 'HI' }] });
     expect(await outcome('SELECT name FROM staff_dir ORDER BY emp_id')).toEqual({ status: 200, rows: [{ name: 'Ada' }, { name: 'Bob' }] });
+  });
+});
+
+describe('I1 (medium): a mapped table replaced after the scan, then indexed', () => {
+  const AGENT: Identity = { id: 'idn_0000000000000000r49c', name: 'agent', keyId: 'key_0000000000000000r49c' };
+  const reader = `il_r49c_rd_${randomBytes(4).toString('hex')}`;
+  let control: TempDatabase;
+  let source: TempDatabase;
+  let db: ControlDb;
+  let owner: pg.Client;
+
+  beforeAll(async () => {
+    control = await createTempDatabase('rt49c_disc');
+    source = await createTempDatabase('rt49c_disc_src');
+    db = await openControlDb(control.url);
+    owner = new pg.Client({ connectionString: source.url });
+    await owner.connect();
+    await owner.query(`CREATE ROLE ${reader} LOGIN PASSWORD 'reader-pw';
+      CREATE TABLE people (id int PRIMARY KEY, name text, ssn text);
+      INSERT INTO people VALUES (1, 'Zebulon Quark', 'ssn-77-41-90210'), (2, 'Mirabel Oswin', 'ssn-12-99-31337');
+      CREATE TABLE people_doc (id int PRIMARY KEY, title text, body text);
+      INSERT INTO people_doc SELECT id, name, name FROM people;
+      GRANT USAGE ON SCHEMA public TO ${reader}; GRANT SELECT ON people, people_doc TO ${reader};`);
+    const u = new URL(urlFor(source.name));
+    await putSource(db, {
+      id: 'hr',
+      type: 'postgres',
+      name: 'HR',
+      settings: { host: u.hostname, port: Number(u.port || 5432), database: source.name, reader: { user: reader, password: 'reader-pw' }, tls: { mode: 'off' }, document_tables: [{ table: 'public.people_doc', id_column: 'id', title_column: 'title', body_column: 'body' }] },
+    });
+    await scanSource(db, 'hr');
+    await indexSource(db, 'hr');
+  }, 60_000);
+  afterAll(async () => {
+    await owner?.end();
+    await db?.close();
+    await control?.drop();
+    await source?.drop();
+    const a = new pg.Client({ connectionString: ADMIN_URL });
+    await a.connect();
+    await a.query(`DROP ROLE IF EXISTS ${reader}`).catch(() => undefined);
+    await a.end();
+  });
+
+  /** interlock_discover on `hr` for a caller reading public.* but public.people.ssn: the hits' titles. */
+  async function titles(query: string): Promise<unknown[]> {
+    const store = new MemoryGovernanceStore();
+    store.sources.set('hr', { id: 'hr', type: 'postgres', name: 'HR', enabled: true, settings: {} } as never);
+    store.grants.push({ identityId: AGENT.id, sourceId: 'hr', role: { name: 'r', statements: [{ effect: 'allow', action: 'discover', resource: '*' }, { effect: 'allow', action: 'read', resource: 'public.*' }, { effect: 'deny', action: 'read', resource: 'public.people.ssn' }] } });
+    store.catalogs.set('hr', (await loadCatalog(db, 'hr'))!);
+    const discover = discoverHandler({ store, rateLimiter: memoryRateLimiter({ perIdentity: { points: 1000, windowSeconds: 60 }, perSource: { points: 1000, windowSeconds: 60 } }), db, maskSecret: 'k' });
+    const ctx = { requestId: 'req_test', apiKey: 'k', identity: AGENT, dialect: 'handshake', protocolVersion: '2025-11-25', toolName: 't', canonicalTool: 't', signal: new AbortController().signal, notify: () => undefined } as ToolCallContext;
+    const o = await discover({ source_id: 'hr', query, limit: 20 }, ctx);
+    if (o.kind !== 'result') throw new Error(JSON.stringify(o));
+    return (o.structuredContent!.hits as Array<Record<string, unknown>>).map((h) => h.title);
+  }
+
+  test('fixed: indexing refuses a mapped table replaced by a view over a denied column until the source is rescanned', async () => {
+    expect(await titles('Zebulon')).toEqual(['Zebulon Quark']);
+    await owner.query(`DROP TABLE people_doc; CREATE VIEW people_doc AS SELECT id, ssn AS title, ssn AS body FROM people; GRANT SELECT ON people_doc TO ${reader}`);
+    try {
+      // Before the fix: indexed without complaint (the guard compared only mapped views and
+      // generated columns), and titles('ssn') answered ['ssn-77-41-90210', 'ssn-12-99-31337'].
+      await expect(indexSource(db, 'hr')).rejects.toThrow('a mapped view, table or generated column of source "hr" changed since its catalogue was last scanned: scan the source (interlock source scan hr), then index it again');
+      expect(await titles('ssn')).toEqual([]);
+      expect(await titles('Zebulon')).toEqual(['Zebulon Quark']);
+      // Rescanned: the lineage is people.ssn (denied), the rows are indexed and hidden.
+      await scanSource(db, 'hr');
+      await indexSource(db, 'hr');
+      expect(await titles('ssn')).toEqual([]);
+    } finally {
+      await owner.query(`DROP VIEW people_doc; CREATE TABLE people_doc (id int PRIMARY KEY, title text, body text); INSERT INTO people_doc SELECT id, name, name FROM people; GRANT SELECT ON people_doc TO ${reader}`);
+      await scanSource(db, 'hr');
+      await indexSource(db, 'hr');
+    }
+    expect(await titles('Zebulon')).toEqual(['Zebulon Quark']);
+  });
+
+  test('held: an unchanged mapped table indexes with the guard sent', async () => {
+    await expect(indexSource(db, 'hr')).resolves.toBeDefined();
+    expect(await titles('Mirabel')).toEqual(['Mirabel Oswin']);
   });
 });
