@@ -4,17 +4,10 @@
 import pg from 'pg';
 import { startGovernedEnv, callTool, type GovernedEnv } from '../../helpers/governed';
 import { governAsHrAnalyst } from '../../helpers/hr-analyst';
-import { randomBytes } from 'node:crypto';
-import { ADMIN_URL, createTempDatabase, urlFor, type TempDatabase } from '../../helpers/pg';
+import { mappedSource, type MappedSource } from '../../helpers/mapped-source';
 import { scanSource } from '../../../src/control/scan';
-import { openControlDb, type ControlDb } from '../../../src/control/db';
-import { putSource } from '../../../src/control/sources';
-import { loadCatalog } from '../../../src/control/catalog';
+import type { ControlDb } from '../../../src/control/db';
 import { indexSource } from '../../../src/discovery/indexer';
-import { MemoryGovernanceStore } from '../../../src/governance/store';
-import { memoryRateLimiter } from '../../../src/pipeline/05-rate-limit';
-import { discoverHandler } from '../../../src/tools/handlers/discover';
-import type { Identity, ToolCallContext } from '../../../src/tools/types';
 
 let env: GovernedEnv;
 let admin: pg.Client;
@@ -92,58 +85,27 @@ describe('G1 (medium): a plain column replaced by a generated column after the s
 });
 
 describe('I1 (medium): a mapped table replaced after the scan, then indexed', () => {
-  const AGENT: Identity = { id: 'idn_0000000000000000r49c', name: 'agent', keyId: 'key_0000000000000000r49c' };
-  const reader = `il_r49c_rd_${randomBytes(4).toString('hex')}`;
-  let control: TempDatabase;
-  let source: TempDatabase;
+  let m: MappedSource;
   let db: ControlDb;
   let owner: pg.Client;
+  let reader = '';
+  const titles = (query: string): Promise<unknown[]> => m.titles(query);
 
   beforeAll(async () => {
-    control = await createTempDatabase('rt49c_disc');
-    source = await createTempDatabase('rt49c_disc_src');
-    db = await openControlDb(control.url);
-    owner = new pg.Client({ connectionString: source.url });
-    await owner.connect();
-    await owner.query(`CREATE ROLE ${reader} LOGIN PASSWORD 'reader-pw';
-      CREATE TABLE people (id int PRIMARY KEY, name text, ssn text);
+    m = await mappedSource(
+      'rt49c',
+      `CREATE TABLE people (id int PRIMARY KEY, name text, ssn text);
       INSERT INTO people VALUES (1, 'Zebulon Quark', 'ssn-77-41-90210'), (2, 'Mirabel Oswin', 'ssn-12-99-31337');
       CREATE TABLE people_doc (id int PRIMARY KEY, title text, body text);
       INSERT INTO people_doc SELECT id, name, name FROM people;
-      GRANT USAGE ON SCHEMA public TO ${reader}; GRANT SELECT ON people, people_doc TO ${reader};`);
-    const u = new URL(urlFor(source.name));
-    await putSource(db, {
-      id: 'hr',
-      type: 'postgres',
-      name: 'HR',
-      settings: { host: u.hostname, port: Number(u.port || 5432), database: source.name, reader: { user: reader, password: 'reader-pw' }, tls: { mode: 'off' }, document_tables: [{ table: 'public.people_doc', id_column: 'id', title_column: 'title', body_column: 'body' }] },
-    });
-    await scanSource(db, 'hr');
-    await indexSource(db, 'hr');
+      GRANT SELECT ON people, people_doc TO $READER;`,
+      'public.people_doc',
+    );
+    ({ db, owner, reader } = m);
   }, 60_000);
   afterAll(async () => {
-    await owner?.end();
-    await db?.close();
-    await control?.drop();
-    await source?.drop();
-    const a = new pg.Client({ connectionString: ADMIN_URL });
-    await a.connect();
-    await a.query(`DROP ROLE IF EXISTS ${reader}`).catch(() => undefined);
-    await a.end();
+    await m?.close();
   });
-
-  /** interlock_discover on `hr` for a caller reading public.* but public.people.ssn: the hits' titles. */
-  async function titles(query: string): Promise<unknown[]> {
-    const store = new MemoryGovernanceStore();
-    store.sources.set('hr', { id: 'hr', type: 'postgres', name: 'HR', enabled: true, settings: {} } as never);
-    store.grants.push({ identityId: AGENT.id, sourceId: 'hr', role: { name: 'r', statements: [{ effect: 'allow', action: 'discover', resource: '*' }, { effect: 'allow', action: 'read', resource: 'public.*' }, { effect: 'deny', action: 'read', resource: 'public.people.ssn' }] } });
-    store.catalogs.set('hr', (await loadCatalog(db, 'hr'))!);
-    const discover = discoverHandler({ store, rateLimiter: memoryRateLimiter({ perIdentity: { points: 1000, windowSeconds: 60 }, perSource: { points: 1000, windowSeconds: 60 } }), db, maskSecret: 'k' });
-    const ctx = { requestId: 'req_test', apiKey: 'k', identity: AGENT, dialect: 'handshake', protocolVersion: '2025-11-25', toolName: 't', canonicalTool: 't', signal: new AbortController().signal, notify: () => undefined } as ToolCallContext;
-    const o = await discover({ source_id: 'hr', query, limit: 20 }, ctx);
-    if (o.kind !== 'result') throw new Error(JSON.stringify(o));
-    return (o.structuredContent!.hits as Array<Record<string, unknown>>).map((h) => h.title);
-  }
 
   test('fixed: indexing refuses a mapped table replaced by a view over a denied column until the source is rescanned', async () => {
     expect(await titles('Zebulon')).toEqual(['Zebulon Quark']);
@@ -169,5 +131,47 @@ describe('I1 (medium): a mapped table replaced after the scan, then indexed', ()
   test('held: an unchanged mapped table indexes with the guard sent', async () => {
     await expect(indexSource(db, 'hr')).resolves.toBeDefined();
     expect(await titles('Mirabel')).toEqual(['Mirabel Oswin']);
+  });
+});
+
+describe('target 1: what the definition guard holds', () => {
+  test('held: a view over printed constants (timestamptz, float8, interval: their text follows the session settings) is served, not catalog_stale every time', async () => {
+    for (let i = 0; i < 2; i++) expect(await outcome('SELECT name FROM stamped ORDER BY emp_id')).toEqual({ status: 200, rows: [{ name: 'Ada' }, { name: 'Bob' }] });
+  });
+
+  test('held: a user function a view calls, redefined after the scan (pg_get_viewdef prints the same), is refused catalog_stale', async () => {
+    expect(await outcome('SELECT tag FROM tagged ORDER BY emp_id')).toEqual({ status: 200, rows: [{ tag: 'x' }, { tag: 'y' }] });
+    await env.gateway.rescansIdle();
+    await admin.query("CREATE OR REPLACE FUNCTION tag_of(i int) RETURNS text LANGUAGE sql STABLE AS 'SELECT ssn FROM public.staff WHERE emp_id = i'");
+    try {
+      expect(await outcome('SELECT tag FROM tagged ORDER BY emp_id')).toEqual(STALE);
+      await rescan();
+      expect(await outcome('SELECT tag FROM tagged ORDER BY emp_id')).toEqual(DENIED);
+    } finally {
+      await admin.query("CREATE OR REPLACE FUNCTION tag_of(i int) RETURNS text LANGUAGE sql STABLE AS 'SELECT tag FROM public.tags WHERE emp_id = i'");
+      await rescan();
+    }
+  });
+
+  // G2 (medium, open): a stored generated column's lineage is the columns its expression's pg_attrdef
+  // row depends on (catalog.ts, rt42 G1); a user function the expression calls is not followed, at
+  // the scan or after. `loud GENERATED ALWAYS AS (public.shout(body)) STORED` with shout redefined
+  // (CREATE OR REPLACE FUNCTION, the expression's text unchanged) to read staff.ssn: rows written
+  // since carry the SSNs, and `SELECT loud FROM notes` served them, before and after a rescan (seen:
+  // {status: 200, rows: [{loud: 'HI'}, {loud: '123-45-6789,987-65-4321'}]}). A read-time function
+  // guard would not help (the value was computed at write time). Fix: the scan records a generated
+  // column whose expression depends on a function outside pg_catalog, and its lineage takes that
+  // function's reads (function-reads.ts), or is unprovable (refused to callers with denies).
+  test.skip('open G2: a generated column over a user function redefined to read a denied column is refused', async () => {
+    expect(await outcome('SELECT loud FROM notes')).toEqual({ status: 200, rows: [{ loud: 'HI' }] });
+    await env.gateway.rescansIdle();
+    await admin.query("CREATE OR REPLACE FUNCTION shout(t text) RETURNS text LANGUAGE sql IMMUTABLE AS 'SELECT string_agg(ssn, '','') FROM public.staff'; INSERT INTO notes (emp_id, body) VALUES (2, 'yo')");
+    try {
+      await rescan();
+      expect(await outcome('SELECT loud FROM notes ORDER BY emp_id')).toEqual(DENIED);
+    } finally {
+      await admin.query("CREATE OR REPLACE FUNCTION shout(t text) RETURNS text LANGUAGE sql IMMUTABLE AS 'SELECT upper(t)'; DELETE FROM notes WHERE emp_id = 2");
+      await rescan();
+    }
   });
 });
