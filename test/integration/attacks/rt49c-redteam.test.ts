@@ -1,9 +1,58 @@
 /**
- * Red team rt49c (header filled in below).
+ * Red team rt49c: a fresh red team on session 49's new code, mostly rt49's definition guards
+ * (src/sources/postgres/view-guard.ts: views, generated columns and, for callers with denies, masks
+ * or row rules, table kinds compared with the scan in the read's own round trip), on real
+ * PostgreSQL 15 through the governed pipeline. Fixture: governAsHrAnalyst (public.* readable,
+ * public.staff.ssn denied, public.staff.salary masked); the attacker owns the source's objects and
+ * changes them after the scan, as in rt49.
+ *
+ * Findings (severity, state):
+ *  G1 (medium, fixed): a plain column dropped and added again under its name as a stored generated
+ *     column over a denied one (`ALTER TABLE staff ADD COLUMN nick text GENERATED ALWAYS AS (ssn)
+ *     STORED`). The generated-column part is sent only for columns the scan saw generated, so
+ *     `SELECT nick FROM staff` (and every view over staff) served the SSNs until a rescan. Now the
+ *     relation-kind part (sent for the callers the hierarchy guard is sent for) also compares each
+ *     table's set of stored generated columns with the scanned set: catalog_stale, then denied.
+ *  I1 (medium, fixed): the same gap as rt49 R1 in discovery: the indexer's guard (rt49 V3) left out
+ *     the kind part, so a mapped table replaced by a view of its name over people.ssn was indexed
+ *     without complaint, and interlock_discover showed the SSNs as hit titles to a caller denied
+ *     people.ssn (the field's lineage is the scanned table's own column). Now `interlock index` sends
+ *     the kind and generated-columns part for every mapped table and fails until a rescan.
+ *  G2 (medium, open, test.skip): a stored generated column's lineage is the columns its expression
+ *     depends on; a user function the expression calls is not followed (at the scan or after), so
+ *     `loud GENERATED ALWAYS AS (shout(body))` with shout redefined to read staff.ssn served the SSNs
+ *     of rows written since, before and after a rescan.
+ *  A1 (low, open, test.skip): rt49b D3's keyless budget on /admin/v1 keeps out, from an address
+ *     flooded with unknown tokens, every operator whose token did not resolve in the last 10 minutes.
+ *
+ * Held (asserted below): a view over constants whose text follows session settings (timestamptz,
+ * float8, interval) is served, not catalog_stale on every read (the reader's pinned settings print
+ * as the scan's); a user function a view calls, replaced after the scan (pg_get_viewdef prints the
+ * same), is refused catalog_stale by the function guard (viewUserFunctions); tables with generated
+ * columns scanned as such still served with the new part; an unchanged mapped table still indexes.
+ * Held by trying on PostgreSQL 15 (not kept as tests): a partition or inheritance child with another
+ * generation expression than its parent's is refused by the server (ATTACH, INHERITS, DROP EXPRESSION).
+ * By reading: a view's other rules (CREATE RULE … ON SELECT is only "_RETURN"; DML rules do not run
+ * for reads); ALTER VIEW SET (security_barrier / security_invoker) changes nothing the analysis
+ * relies on (row-ruled views are read through InterLock's own copies, made from the scanned
+ * definition); a view printed the same under another search_path cannot resolve differently
+ * (pg_get_viewdef qualifies every name not visible on the reader's pinned path, which the scan used);
+ * parseClientJson with duplicate keys (the parsed, last, array is the one judged; tried), batches
+ * (refused NO-BATCH) and params items (scalars only, so nested arrays never reach PostgreSQL);
+ * rt48d R4's one transaction per sign-in serialises only one subject's sign-ins on its own row.
+ * Left open (by reading, not staged): a definition committed between the guard's snapshot and the
+ * statement's (rt49's note); on PostgreSQL 18 a virtual generated column is scanned as a plain one
+ * (catalog.ts keeps `generated` for 's' only), so one over a denied column would be served, and the
+ * new part compares stored ones only (comparing virtual ones would trip every read of such a table);
+ * a view over a foreign table (the remote side, and ALTER FOREIGN TABLE … OPTIONS (column_name …),
+ * are outside the scan); an operator token revoked within the 10-minute exemption is still looked up
+ * (never served) on every request, past the budget.
  */
 import pg from 'pg';
 import { startGovernedEnv, callTool, type GovernedEnv } from '../../helpers/governed';
 import { governAsHrAnalyst } from '../../helpers/hr-analyst';
+import { randomBytes } from 'node:crypto';
+import { createOperatorToken } from '../../../src/admin/tokens';
 import { mappedSource, type MappedSource } from '../../helpers/mapped-source';
 import { scanSource } from '../../../src/control/scan';
 import type { ControlDb } from '../../../src/control/db';
@@ -173,5 +222,32 @@ describe('target 1: what the definition guard holds', () => {
       await admin.query("CREATE OR REPLACE FUNCTION shout(t text) RETURNS text LANGUAGE sql IMMUTABLE AS 'SELECT upper(t)'; DELETE FROM notes WHERE emp_id = 2");
       await rescan();
     }
+  });
+});
+
+describe('A1 (low, open): the admin API\'s keyless budget and an operator not seen lately', () => {
+  // rt49b D3 refuses /admin/v1 429 before any look-up once the client address's keyless budget is
+  // spent, exempting only an operator token that resolved in the last 10 minutes. From a shared
+  // address (a proxy, a NAT, a bastion), anyone sending ~600 unknown tokens a minute keeps out every
+  // operator who was not using the API in the last 10 minutes (a new session, a token just created,
+  // the gateway restarted: the exemption is in memory), for as long as the flood lasts: the
+  // operator's valid token is never looked up. Seen: 429 rate_limited. A fix would look up a
+  // well-formed token while the budget is spent at a bounded rate of its own (e.g. a few a second per
+  // address), or charge only tokens of the operator-token form that fail, per token prefix.
+  test.skip('open A1: a valid operator token not used lately is served while its address floods unknown ones', async () => {
+    const origin = new URL(env.url).origin;
+    const whoami = (token: string) => fetch(`${origin}/admin/v1/whoami`, { headers: { authorization: `Bearer ${token}` } });
+    let sent = 0;
+    await Promise.all(
+      Array.from({ length: 16 }, async () => {
+        while (sent < 700) {
+          sent++;
+          await (await whoami('ilo_' + randomBytes(32).toString('base64url'))).arrayBuffer();
+        }
+      }),
+    );
+    expect((await whoami('ilo_' + randomBytes(32).toString('base64url'))).status).toBe(429);
+    const operator = await createOperatorToken(env.db, 'rt49c-operator');
+    expect((await whoami(operator.secret)).status).toBe(200);
   });
 });
