@@ -200,8 +200,9 @@ export async function indexSource(db: ControlDb, sourceId: string, opts: IndexOp
  * The definition guard (src/sources/postgres/view-guard.ts) of a PostgreSQL source's mapped
  * relations against its stored catalogue (red team rt49 V3): search takes a mapped view column's
  * lineage, and a generated column's inputs, from the scanned definitions, so the rows indexed must
- * come from those definitions. Null when nothing is mapped, the source was never scanned, or no
- * mapped relation is a view or has a generated column.
+ * come from those definitions; and each mapped table must still be a table of the scanned kind with
+ * the scanned generated columns (red team rt49c I1). Null when nothing is mapped or the source was
+ * never scanned.
  */
 async function mappedDefinitionsGuard(db: ControlDb, sourceId: string, settings: PostgresSourceSettings): Promise<ReadGuard | null> {
   const mappings = settings.document_tables ?? [];
@@ -213,7 +214,11 @@ async function mappedDefinitionsGuard(db: ControlDb, sourceId: string, settings:
     const dot = m.table.indexOf('.');
     return { schema: m.table.slice(0, dot), table: m.table.slice(dot + 1) };
   });
-  return withViewGuard(catalog, null, { reads });
+  // With the mapped tables' kinds and generated columns too (red team rt49c I1): the index serves
+  // every caller, those whose rules deny or mask a column included, and a mapped table replaced by a
+  // view of its name (or a plain column by one generated from another) is read through a query or
+  // expression the scanned lineage never saw.
+  return withViewGuard(catalog, null, { reads }, true);
 }
 
 /** The index status of one source (null when it was never indexed). */

@@ -126,7 +126,7 @@ export function rowToAsset(sourceId: string, m: DocumentTableMapping, row: RowSh
  * Reads every mapped table of a PostgreSQL source as its reader role. `onItem(count)` is called
  * every 500 rows. `guard` (view-guard.ts `withViewGuard` of the mapped relations, red team rt49 V3)
  * runs first in the same transaction: a mapped view or generated column that is not the scanned
- * one fails the read. Returns the items and the rows skipped. Throws DocumentTableError naming the
+ * one, or a mapped table no longer of its scanned kind or generated columns (rt49c I1), fails the read. Returns the items and the rows skipped. Throws DocumentTableError naming the
  * table when a table cannot be read (the message carries the SQLSTATE, never credentials), or the
  * source when the guard trips.
  */
@@ -158,7 +158,7 @@ export async function readDocumentTables(sourceId: string, settings: PostgresSou
         await client.query({ text: opts.guard.text, values: opts.guard.values, queryMode: 'extended' } as pg.QueryConfig);
       } catch (err) {
         const code = (err as { code?: string }).code;
-        if (code === '22012') throw new DocumentTableError(`a mapped view or generated column of source "${sourceId}" changed since its catalogue was last scanned: scan the source (interlock source scan ${sourceId}), then index it again`);
+        if (code === '22012') throw new DocumentTableError(`a mapped view, table or generated column of source "${sourceId}" changed since its catalogue was last scanned: scan the source (interlock source scan ${sourceId}), then index it again`);
         throw new DocumentTableError(`cannot check the mapped views of source "${sourceId}" as its reader${code ? ` (SQLSTATE ${code})` : ''}`);
       }
     }

@@ -34,7 +34,9 @@
  * into a view in place, red team rt49 R1) is read through a query the analysis never saw: for a
  * caller whose rules can refuse or mask something (the callers the hierarchy guard is sent for),
  * every table, partitioned or foreign table the statement reads or goes through carries one more
- * part comparing its `pg_class.relkind` with the scanned kind.
+ * part comparing its `pg_class.relkind` with the scanned kind, and its set of generated columns with
+ * the scanned set (red team rt49c G1: a plain column replaced by one generated from a denied column,
+ * which the part per generated column above never sees, the scan having recorded none there).
  *
  * What it cannot see: a definition committed between the guard's snapshot and the statement's own
  * (the same round trip, READ COMMITTED); CREATE OR REPLACE VIEW takes an ACCESS EXCLUSIVE lock,
@@ -95,17 +97,25 @@ export function generatedGuardSql(count: number, offset = 0): string {
 }
 
 /**
- * The guard's SQL for `count` relations whose kind must be the scanned one (red team rt49 R1), its
- * parameters numbered from `$offset+1`: per relation `$k+1` schema, `$k+2` name, `$k+3` the scanned
- * `pg_class.relkind` (`r`, `p` or `f`). A relation that no longer exists does not trip it (the
- * statement then fails as it would without the guard).
+ * The guard's SQL for `count` relations whose kind must be the scanned one (red team rt49 R1), and
+ * whose set of generated columns must be the scanned set (red team rt49c G1: a plain column dropped
+ * and added again under its name as `GENERATED ALWAYS AS (ssn) STORED` is computed from a column
+ * the analysis never saw it read), its parameters numbered from `$offset+1`: per relation `$k+1`
+ * schema, `$k+2` name, `$k+3` the scanned `pg_class.relkind` (`r`, `p` or `f`), `$k+4` the scanned
+ * stored generated columns' names as a JSON array of strings (any order; compared as sets; stored
+ * only, as the scan records `generated`: PostgreSQL 18's virtual ones would otherwise trip it on
+ * every read). A relation
+ * that no longer exists does not trip it (the statement then fails as it would without the guard).
  */
 export function kindGuardSql(count: number, offset = 0): string {
-  return partSql(['s', 'n', 'r'], `
-  SELECT pg_catalog.max(c.relkind::text) AS r, pg_catalog.count(c.oid) AS k
+  return partSql(['s', 'n', 'r', 'g'], `
+  SELECT pg_catalog.max(c.relkind::text) AS r, pg_catalog.count(c.oid) AS k,
+    pg_catalog.bool_and((coalesce(ga.g, '[]'::jsonb) @> (u.g::jsonb)) AND (coalesce(ga.g, '[]'::jsonb) <@ (u.g::jsonb))) AS same
   FROM pg_catalog.pg_class c
   JOIN pg_catalog.pg_namespace ns ON ns.oid = c.relnamespace
-  WHERE ns.nspname = u.s AND c.relname = u.n`, 'x.r <> u.r', count, offset);
+  LEFT JOIN LATERAL (SELECT pg_catalog.jsonb_agg(a.attname::text) AS g FROM pg_catalog.pg_attribute a
+    WHERE a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped AND a.attgenerated = 's') ga ON true
+  WHERE ns.nspname = u.s AND c.relname = u.n`, '(x.r <> u.r) OR NOT x.same', count, offset);
 }
 
 /** `pg_class.relkind` of the relation kinds a view can replace under the same name (red team rt49 R1). */
@@ -217,7 +227,7 @@ export function withViewGuard(catalog: SourceCatalog, before: ReadGuard | null, 
     }
     if (tables.length > 0) {
       parts.push(kindGuardSql(tables.length, values.length));
-      for (const t of tables) values.push(t.schema, t.name, TABLE_KINDS[t.kind]!);
+      for (const t of tables) values.push(t.schema, t.name, TABLE_KINDS[t.kind]!, JSON.stringify(t.columns.filter((c) => c.generated).map((c) => c.name)));
     }
     guard = Object.freeze({ text: parts.join(' UNION ALL '), values: Object.freeze(values) as string[] });
   }

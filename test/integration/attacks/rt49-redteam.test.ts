@@ -48,19 +48,12 @@
  * reads (a UNION ALL part with an index probe per table for the masked demo agent) is not measured here.
  */
 import pg from 'pg';
-import { randomBytes } from 'node:crypto';
 import { startGovernedEnv, callTool, type GovernedEnv } from '../../helpers/governed';
 import { governAsHrAnalyst } from '../../helpers/hr-analyst';
-import { ADMIN_URL, createTempDatabase, urlFor, type TempDatabase } from '../../helpers/pg';
+import { mappedSource, type MappedSource } from '../../helpers/mapped-source';
 import { scanSource } from '../../../src/control/scan';
-import { openControlDb, type ControlDb } from '../../../src/control/db';
-import { putSource } from '../../../src/control/sources';
-import { loadCatalog } from '../../../src/control/catalog';
+import type { ControlDb } from '../../../src/control/db';
 import { indexSource } from '../../../src/discovery/indexer';
-import { MemoryGovernanceStore } from '../../../src/governance/store';
-import { memoryRateLimiter } from '../../../src/pipeline/05-rate-limit';
-import { discoverHandler } from '../../../src/tools/handlers/discover';
-import type { Identity, ToolCallContext } from '../../../src/tools/types';
 
 let env: GovernedEnv;
 let admin: pg.Client;
@@ -225,64 +218,32 @@ describe('values', () => {
 });
 
 describe('V3 (medium): a mapped view redefined after the scan, then indexed', () => {
-  const AGENT: Identity = { id: 'idn_00000000000000000r49', name: 'agent', keyId: 'key_00000000000000000r49' };
-  const reader = `il_r49_rd_${randomBytes(4).toString('hex')}`;
-  let control: TempDatabase;
-  let source: TempDatabase;
+  let m: MappedSource;
   let db: ControlDb;
   let owner: pg.Client;
+  const titles = (query: string): Promise<unknown[]> => m.titles(query);
 
   beforeAll(async () => {
-    control = await createTempDatabase('rt49_disc');
-    source = await createTempDatabase('rt49_disc_src');
-    db = await openControlDb(control.url);
-    owner = new pg.Client({ connectionString: source.url });
-    await owner.connect();
-    await owner.query(`CREATE ROLE ${reader} LOGIN PASSWORD 'reader-pw';
-      CREATE TABLE people (id int PRIMARY KEY, name text, ssn text);
+    m = await mappedSource(
+      'rt49',
+      `CREATE TABLE people (id int PRIMARY KEY, name text, ssn text);
       INSERT INTO people VALUES (1, 'Zebulon Quark', 'ssn-77-41-90210'), (2, 'Mirabel Oswin', 'ssn-12-99-31337');
       CREATE VIEW people_dir AS SELECT id, name AS title, name AS body FROM people;
-      GRANT USAGE ON SCHEMA public TO ${reader}; GRANT SELECT ON people, people_dir TO ${reader};`);
-    const u = new URL(urlFor(source.name));
-    await putSource(db, {
-      id: 'hr',
-      type: 'postgres',
-      name: 'HR',
-      settings: { host: u.hostname, port: Number(u.port || 5432), database: source.name, reader: { user: reader, password: 'reader-pw' }, tls: { mode: 'off' }, document_tables: [{ table: 'public.people_dir', id_column: 'id', title_column: 'title', body_column: 'body' }] },
-    });
-    await scanSource(db, 'hr');
-    await indexSource(db, 'hr');
+      GRANT SELECT ON people, people_dir TO $READER;`,
+      'public.people_dir',
+    );
+    ({ db, owner } = m);
   }, 60_000);
   afterAll(async () => {
-    await owner?.end();
-    await db?.close();
-    await control?.drop();
-    await source?.drop();
-    const a = new pg.Client({ connectionString: ADMIN_URL });
-    await a.connect();
-    await a.query(`DROP ROLE IF EXISTS ${reader}`).catch(() => undefined);
-    await a.end();
+    await m?.close();
   });
-
-  /** interlock_discover on `hr` for a caller reading public.* but public.people.ssn: the hits' titles. */
-  async function titles(query: string): Promise<unknown[]> {
-    const store = new MemoryGovernanceStore();
-    store.sources.set('hr', { id: 'hr', type: 'postgres', name: 'HR', enabled: true, settings: {} } as never);
-    store.grants.push({ identityId: AGENT.id, sourceId: 'hr', role: { name: 'r', statements: [{ effect: 'allow', action: 'discover', resource: '*' }, { effect: 'allow', action: 'read', resource: 'public.*' }, { effect: 'deny', action: 'read', resource: 'public.people.ssn' }] } });
-    store.catalogs.set('hr', (await loadCatalog(db, 'hr'))!);
-    const discover = discoverHandler({ store, rateLimiter: memoryRateLimiter({ perIdentity: { points: 1000, windowSeconds: 60 }, perSource: { points: 1000, windowSeconds: 60 } }), db, maskSecret: 'k' });
-    const ctx = { requestId: 'req_test', apiKey: 'k', identity: AGENT, dialect: 'handshake', protocolVersion: '2025-11-25', toolName: 't', canonicalTool: 't', signal: new AbortController().signal, notify: () => undefined } as ToolCallContext;
-    const o = await discover({ source_id: 'hr', query, limit: 20 }, ctx);
-    if (o.kind !== 'result') throw new Error(JSON.stringify(o));
-    return (o.structuredContent!.hits as Array<Record<string, unknown>>).map((h) => h.title);
-  }
 
   test('fixed: indexing refuses the redefined view until the source is rescanned; the denied column is then never shown', async () => {
     expect(await titles('Zebulon')).toEqual(['Zebulon Quark']);
     await owner.query('CREATE OR REPLACE VIEW people_dir AS SELECT id, ssn AS title, ssn AS body FROM people');
     // Before the fix: the index took the SSNs under the view's columns, whose scanned lineage is
     // people.name (allowed): titles('ssn') answered ['ssn-77-41-90210', 'ssn-12-99-31337'].
-    await expect(indexSource(db, 'hr')).rejects.toThrow('a mapped view or generated column of source "hr" changed since its catalogue was last scanned: scan the source (interlock source scan hr), then index it again');
+    await expect(indexSource(db, 'hr')).rejects.toThrow('a mapped view, table or generated column of source "hr" changed since its catalogue was last scanned: scan the source (interlock source scan hr), then index it again');
     expect(await titles('ssn')).toEqual([]);
     expect(await titles('Zebulon')).toEqual(['Zebulon Quark']);
     // Rescanned: the lineage is people.ssn (denied), the rows are indexed and hidden.

@@ -1,5 +1,5 @@
 /**
- * Red team rt49 V1, V2, R1: which views, generated columns and table kinds a statement's definition guard checks
+ * Red team rt49 V1, V2, R1 (rt49c G1): which views, generated columns and table kinds a statement's definition guard checks
  * (src/sources/postgres/view-guard.ts), and the guard's parameters.
  */
 import { loadSqlQualifier } from '../../../src/sources/postgres/qualify-sql';
@@ -46,8 +46,10 @@ test('R1: with kinds, every table read or behind a view read carries its scanned
   expect(statementDefinitions(catalog, uses).tables).toEqual([]);
   expect(statementDefinitions(catalog, uses, true).tables.map((t) => t.name)).toEqual(['plain', 'staff']);
   const g = withViewGuard(catalog, null, { reads: [{ schema: 'public', table: 'plain', columns: ['a'] }] }, true)!;
-  expect(g.values).toEqual(['public', 'plain', 'r']);
-  expect(g.text).toContain('($1::pg_catalog.text, $2::pg_catalog.text, $3::pg_catalog.text)');
+  // rt49c G1: with the scanned generated columns' names (a JSON array, compared as a set).
+  expect(g.values).toEqual(['public', 'plain', 'r', '[]']);
+  expect(g.text).toContain('($1::pg_catalog.text, $2::pg_catalog.text, $3::pg_catalog.text, $4::pg_catalog.text)');
+  expect(withViewGuard(catalog, null, { reads: [{ schema: 'public', table: 'staff', columns: ['name'] }] }, true)!.values).toEqual(['public', 'staff', 'r', '["name_up"]']);
   // The memo keeps the two apart.
   expect(withViewGuard(catalog, null, { reads: [{ schema: 'public', table: 'plain', columns: ['a'] }] }, false)).toBeNull();
 });
