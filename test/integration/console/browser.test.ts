@@ -119,6 +119,31 @@ run('approval console in headless Chromium', () => {
     expect(await page.getByRole('status').textContent()).toBe('Approved and executed: 1 row(s) affected.');
   });
 
+  test('a write queued after the list was read and before the event stream\'s first poll is shown (stop 49: the CI flake)', async () => {
+    // The events request is held until the page's list has been read and a write queued after it, so
+    // the stream's first event, the page's baseline, already holds a write the list lacks: before the
+    // fix the page never showed it until the queue changed again.
+    const listRead = page.waitForResponse((r) => r.url().includes('/console/api/approvals?'));
+    let held: Promise<string> | null = null;
+    await page.route('**/console/api/events', async (route) => {
+      held ??= listRead.then(() => queue('INSERT INTO playlist (name) VALUES ($1)', ['Between']));
+      await held;
+      await route.continue();
+    });
+    try {
+      await page.reload();
+      await page.getByText('Signed in as ops-erin').waitFor();
+      await listRead;
+      while (!held) await new Promise((r) => setTimeout(r, 20));
+      const id = await held;
+      await page.locator(`#list button[data-id="${id}"]`).waitFor();
+      await rejectApproval(env.db, id, { operator: 'ops-zed', reason: 'test' });
+      await page.locator(`#list button[data-id="${id}"]`).waitFor({ state: 'detached' });
+    } finally {
+      await page.unroute('**/console/api/events');
+    }
+  });
+
   test("a failed approval shows the operator-only cause", async () => {
     const id = await queue('INSERT INTO playlist_track (playlist_id, track_id) VALUES ($1, $2)', [765432, 1]);
     const item = page.locator(`#list button[data-id="${id}"]`);
