@@ -14,7 +14,7 @@ import crypto from 'node:crypto';
 import type { Request, Response } from 'express';
 import { LRUCache } from 'lru-cache';
 import type { DispatchDeps } from '../protocol/dispatch';
-import { clientAddressKey, limitMessage, type LimitRefusal } from '../transport/client-limits';
+import { clientAddressKey, type LimitRefusal } from '../transport/client-limits';
 import { sendRateLimited } from '../transport/http-errors';
 
 /** How long an operator token that resolved is exempt from its address's keyless budget (ms): 10 minutes. */
@@ -62,7 +62,8 @@ export function operatorTokenBudget(deps: Pick<DispatchDeps, 'clientLimits' | 'k
       const spent = limits.keylessSpent(address);
       if (!spent) return null;
       deps?.keylessAudit?.note(address, { reason: 'rate_limited', tool: '-', route });
-      sendRateLimited(res, spent.retryAfterMs, limitMessage(spent));
+      // Said of operator tokens, not of agents' API keys (the shared keyless text), as these routes ask for one.
+      sendRateLimited(res, spent.retryAfterMs, `Too many requests without a valid operator token from this address; wait ${spent.retryAfterMs} ms before trying again.`);
       return spent;
     },
     spend(req) {

@@ -298,6 +298,21 @@ describe('D2 (medium, fixed): one identity opened the source circuit with reads 
   });
 });
 
+/**
+ * A gateway of its own on the shared control database whose keyless budget is 20 an hour, started
+ * before the describe's tests and closed after: no token comes back while a test runs.
+ */
+function withKeylessBudgetOf20AnHour(): () => GovernedGateway {
+  let gw: GovernedGateway;
+  beforeAll(async () => {
+    const config = structuredClone(DEFAULT_CONFIG as ResolvedGatewayConfig);
+    config.client_limits = { ...config.client_limits, keyless: { points: 20, window_seconds: 3600 } };
+    gw = await startGovernedGateway({ db: env.db, config, host: '127.0.0.1', port: 0, logger: createLogger('silent'), catalogRescanMs: 0 });
+  });
+  afterAll(async () => gw?.close(1000));
+  return () => gw;
+}
+
 describe('D3 (low, fixed): the admin API spends the keyless budget on missing and unknown operator tokens', () => {
   // Before: a request to /admin/v1 whose operator token is missing or does not resolve spent nothing,
   // and each well-formed one (ilo_ and 43 base64url characters) cost a control-database look-up
@@ -308,16 +323,10 @@ describe('D3 (low, fixed): the admin API spends the keyless budget on missing an
   // A gateway of its own with a budget of 20 an hour, so no token comes back while the test runs (with
   // the default 600 a minute, refilled continuously, a slow clean-clone CI got one back before the
   // check "while the budget is spent" and was answered 401).
-  let gw: GovernedGateway;
-  beforeAll(async () => {
-    const config = structuredClone(DEFAULT_CONFIG as ResolvedGatewayConfig);
-    config.client_limits = { ...config.client_limits, keyless: { points: 20, window_seconds: 3600 } };
-    gw = await startGovernedGateway({ db: env.db, config, host: '127.0.0.1', port: 0, logger: createLogger('silent'), catalogRescanMs: 0 });
-  });
-  afterAll(async () => gw?.close(1000));
+  const gateway = withKeylessBudgetOf20AnHour();
 
   test('past the keyless budget of its address, unknown operator tokens are refused 429 rate_limited before any look-up; an operator token in use is still served', async () => {
-    const origin = new URL(gw.url).origin;
+    const origin = new URL(gateway().url).origin;
     const operator = await createOperatorToken(env.db, 'rt49b-operator');
     const whoami = (token: string) => fetch(`${origin}/admin/v1/whoami`, { headers: { authorization: `Bearer ${token}` } });
     expect((await whoami(operator.secret)).status).toBe(200);
@@ -332,7 +341,7 @@ describe('D3 (low, fixed): the admin API spends the keyless budget on missing an
     }
     // Before the fix: 30 × 401.
     expect(statuses).toEqual([...Array(20).fill(401), ...Array(10).fill(429)]);
-    expect(limited[0].body).toEqual({ error: 'rate_limited', code: 'rate_limited', message: expect.stringMatching(/^Too many requests without a valid API key from this address; wait \d+ ms before trying again\.$/), retry_after_ms: expect.any(Number) });
+    expect(limited[0].body).toEqual({ error: 'rate_limited', code: 'rate_limited', message: expect.stringMatching(/^Too many requests without a valid operator token from this address; wait \d+ ms before trying again\.$/), retry_after_ms: expect.any(Number) });
     expect(limited[0].retryAfter).toMatch(/^[0-9]+$/);
     // While the budget is spent: no token and unknown tokens 429, the operator token in use 200.
     expect((await fetch(`${origin}/admin/v1/whoami`)).status).toBe(429);
@@ -348,16 +357,10 @@ describe('D3 follow-up (low, fixed in lows49b): the console sign-in spends the s
   // however many came from one address. Now it shares /admin/v1's budget code
   // (src/admin/token-budget.ts). A gateway of its own with a budget of 20 an hour, so no token comes
   // back while the test runs.
-  let gw: GovernedGateway;
-  beforeAll(async () => {
-    const config = structuredClone(DEFAULT_CONFIG as ResolvedGatewayConfig);
-    config.client_limits = { ...config.client_limits, keyless: { points: 20, window_seconds: 3600 } };
-    gw = await startGovernedGateway({ db: env.db, config, host: '127.0.0.1', port: 0, logger: createLogger('silent'), catalogRescanMs: 0 });
-  });
-  afterAll(async () => gw?.close(1000));
+  const gateway = withKeylessBudgetOf20AnHour();
 
   test('past the budget, sign-ins with no, unknown or not-lately-used tokens are refused 429 rate_limited before any look-up; a token that signed in lately still signs in', async () => {
-    const origin = new URL(gw.url).origin;
+    const origin = new URL(gateway().url).origin;
     const signIn = (body: unknown) => fetch(`${origin}/console/api/session`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
     const operator = await createOperatorToken(env.db, 'lows49b-console');
     const idle = await createOperatorToken(env.db, 'lows49b-console-idle');
@@ -373,7 +376,7 @@ describe('D3 follow-up (low, fixed in lows49b): the console sign-in spends the s
     }
     // Before the fix: 30 × 401.
     expect(statuses).toEqual([...Array(20).fill(401), ...Array(10).fill(429)]);
-    expect(limited!.body).toEqual({ error: 'rate_limited', code: 'rate_limited', message: expect.stringMatching(/^Too many requests without a valid API key from this address; wait \d+ ms before trying again\.$/), retry_after_ms: expect.any(Number) });
+    expect(limited!.body).toEqual({ error: 'rate_limited', code: 'rate_limited', message: expect.stringMatching(/^Too many requests without a valid operator token from this address; wait \d+ ms before trying again\.$/), retry_after_ms: expect.any(Number) });
     expect(limited!.retryAfter).toMatch(/^[0-9]+$/);
     // While the budget is spent: no token, an unknown token and a valid token not used lately are
     // refused before any look-up (the last would have signed in); the token that signed in does.
