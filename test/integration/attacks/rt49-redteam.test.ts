@@ -48,43 +48,25 @@
  * reads (a UNION ALL part with an index probe per table for the masked demo agent) is not measured here.
  */
 import pg from 'pg';
-import { startGovernedEnv, callTool, type GovernedEnv } from '../../helpers/governed';
-import { governAsHrAnalyst } from '../../helpers/hr-analyst';
+import type { GovernedEnv } from '../../helpers/governed';
+import { HR_DENIED, HR_STALE, startHrStaffEnv, type HrStaffEnv } from '../../helpers/hr-analyst';
 import { mappedSource, type MappedSource } from '../../helpers/mapped-source';
 import { scanSource } from '../../../src/control/scan';
 import type { ControlDb } from '../../../src/control/db';
 import { indexSource } from '../../../src/discovery/indexer';
 
+let fx: HrStaffEnv & { close(): Promise<void> };
 let env: GovernedEnv;
 let admin: pg.Client;
 let reader = '';
-
-/** What one interlock_query call answered: status, then the refusal's code or the rows. */
-async function outcome(sql: string, key = env.apiKey): Promise<unknown> {
-  const r = await callTool(env, 'interlock_query', { source_id: 'chinook', sql }, key);
-  const res = r.body.result;
-  if (!res) return { status: r.status, error: r.body.error };
-  if (res.isError) return { status: r.status, code: res.structuredContent.code };
-  return { status: r.status, rows: res.structuredContent.rows };
-}
-
-/** The source rescanned by the operator (after the gateway's own rescans have ended). */
-async function rescan(): Promise<void> {
-  await env.gateway.rescansIdle();
-  await scanSource(env.db, 'chinook');
-  env.gateway.store.invalidate('*');
-}
-
-const DENIED = { status: 200, code: 'source_role_denied' };
-const STALE = { status: 200, code: 'catalog_stale' };
+const outcome = (sql: string, key?: string): Promise<unknown> => fx.outcome(sql, key);
+const rescan = (): Promise<void> => fx.rescan();
+const DENIED = HR_DENIED;
+const STALE = HR_STALE;
 
 beforeAll(async () => {
-  env = await startGovernedEnv({ config: { rate_limits: { per_identity: { points: 100000, window_seconds: 60 }, per_source: { points: 100000, window_seconds: 60 } }, cache: { ttl_ms: 0 } } });
-  admin = new pg.Client({ connectionString: env.sourceUrl });
-  await admin.connect();
-  reader = admin.escapeIdentifier(env.demo.readerRole);
-  await admin.query(`
-    SET search_path = public;
+  fx = await startHrStaffEnv(
+    (reader) => `
     CREATE TABLE staff (emp_id int PRIMARY KEY, name text, ssn text, salary numeric,
       name_up text GENERATED ALWAYS AS (upper(name)) STORED);
     CREATE TABLE staging (emp_id int, name text);
@@ -97,13 +79,14 @@ beforeAll(async () => {
     CREATE DOMAIN dbig AS int8;
     CREATE TABLE vals (id int, m mood, ms mood[], bx dbox[], bg dbig[]);
     INSERT INTO vals VALUES (1, 'ok', '{sad,ok}', ARRAY['(1,1),(0,0)'::dbox, '(3,3),(2,2)'::dbox], ARRAY[9007199254740993, -9007199254740993]::dbig[]);
-    GRANT SELECT ON ALL TABLES IN SCHEMA public TO ${reader};`);
-  await governAsHrAnalyst(env, 'rt49-hr'); // rescans
+    GRANT SELECT ON ALL TABLES IN SCHEMA public TO ${reader};`,
+    'rt49-hr',
+  );
+  ({ env, admin, reader } = fx);
 }, 120_000);
 
 afterAll(async () => {
-  await admin?.end();
-  await env?.close();
+  await fx?.close();
 });
 
 describe('V1 (high): a view redefined after the scan', () => {

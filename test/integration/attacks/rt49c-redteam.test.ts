@@ -49,8 +49,8 @@
  * (never served) on every request, past the budget.
  */
 import pg from 'pg';
-import { startGovernedEnv, callTool, type GovernedEnv } from '../../helpers/governed';
-import { governAsHrAnalyst } from '../../helpers/hr-analyst';
+import type { GovernedEnv } from '../../helpers/governed';
+import { HR_DENIED, HR_STALE, startHrStaffEnv, type HrStaffEnv } from '../../helpers/hr-analyst';
 import { randomBytes } from 'node:crypto';
 import { createOperatorToken } from '../../../src/admin/tokens';
 import { mappedSource, type MappedSource } from '../../helpers/mapped-source';
@@ -58,36 +58,17 @@ import { scanSource } from '../../../src/control/scan';
 import type { ControlDb } from '../../../src/control/db';
 import { indexSource } from '../../../src/discovery/indexer';
 
+let fx: HrStaffEnv & { close(): Promise<void> };
 let env: GovernedEnv;
 let admin: pg.Client;
-let reader = '';
-
-/** What one interlock_query call answered: status, then the refusal's code or the rows. */
-async function outcome(sql: string, key = env.apiKey): Promise<unknown> {
-  const r = await callTool(env, 'interlock_query', { source_id: 'chinook', sql }, key);
-  const res = r.body.result;
-  if (!res) return { status: r.status, error: r.body.error };
-  if (res.isError) return { status: r.status, code: res.structuredContent.code };
-  return { status: r.status, rows: res.structuredContent.rows };
-}
-
-/** The source rescanned by the operator (after the gateway's own rescans have ended). */
-async function rescan(): Promise<void> {
-  await env.gateway.rescansIdle();
-  await scanSource(env.db, 'chinook');
-  env.gateway.store.invalidate('*');
-}
-
-const DENIED = { status: 200, code: 'source_role_denied' };
-const STALE = { status: 200, code: 'catalog_stale' };
+const outcome = (sql: string, key?: string): Promise<unknown> => fx.outcome(sql, key);
+const rescan = (): Promise<void> => fx.rescan();
+const DENIED = HR_DENIED;
+const STALE = HR_STALE;
 
 beforeAll(async () => {
-  env = await startGovernedEnv({ config: { rate_limits: { per_identity: { points: 100000, window_seconds: 60 }, per_source: { points: 100000, window_seconds: 60 } }, cache: { ttl_ms: 0 } } });
-  admin = new pg.Client({ connectionString: env.sourceUrl });
-  await admin.connect();
-  reader = admin.escapeIdentifier(env.demo.readerRole);
-  await admin.query(`
-    SET search_path = public;
+  fx = await startHrStaffEnv(
+    (reader) => `
     CREATE TABLE staff (emp_id int PRIMARY KEY, name text, ssn text, salary numeric, nick text);
     INSERT INTO staff VALUES (1, 'Ada', '123-45-6789', 98000, 'a'), (2, 'Bob', '987-65-4321', 120000, 'b');
     CREATE TABLE tags (emp_id int, tag text);
@@ -99,13 +80,14 @@ beforeAll(async () => {
     CREATE VIEW staff_dir AS SELECT emp_id, name FROM staff;
     CREATE VIEW tagged AS SELECT emp_id, public.tag_of(emp_id) AS tag FROM staff;
     CREATE VIEW stamped AS SELECT emp_id, name FROM staff WHERE now() > '2020-01-02 03:04:05+00'::timestamptz AND 1.5::float8 > 0.1::float8 AND interval '1 day 2 hours' > interval '1 hour';
-    GRANT SELECT ON ALL TABLES IN SCHEMA public TO ${reader};`);
-  await governAsHrAnalyst(env, 'rt49c-hr'); // rescans
+    GRANT SELECT ON ALL TABLES IN SCHEMA public TO ${reader};`,
+    'rt49c-hr',
+  );
+  ({ env, admin } = fx);
 }, 120_000);
 
 afterAll(async () => {
-  await admin?.end();
-  await env?.close();
+  await fx?.close();
 });
 
 describe('G1 (medium): a plain column replaced by a generated column after the scan', () => {
